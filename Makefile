@@ -1,0 +1,44 @@
+# Sandtop. `make help` lists the targets.
+SHELL := /bin/bash
+CARGO ?= cargo
+export CARGO_TERM_COLOR ?= never
+
+.DEFAULT_GOAL := help
+
+## help: list the documented targets
+.PHONY: help
+help:
+	@grep -E '^## ' $(MAKEFILE_LIST) | sed -e 's/^## /  /' -e 's/: /\t/' | expand -t 14
+
+## deps: install the system packages tests and benchmarks need (apt-get, when missing)
+.PHONY: deps
+deps:
+	@./scripts/install-deps.sh
+
+## build: build every binary (release, --locked)
+.PHONY: build
+build:
+	$(CARGO) build --release --locked --workspace
+
+## test: every test tier this host can run (installs what it needs first)
+.PHONY: test
+test: deps
+	$(CARGO) build --locked --workspace --all-targets
+	$(CARGO) test --locked --workspace --no-fail-fast
+
+## lint: rustfmt check and clippy with warnings denied
+.PHONY: lint
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+
+## bench: sandtopd's side-by-side latency figures on a fresh Xvfb (see BENCHMARKS.md)
+.PHONY: bench
+bench: deps
+	$(CARGO) build --release --locked -p sandtopd
+	./target/release/sandtopd bench
+
+## clean: remove build output
+.PHONY: clean
+clean:
+	$(CARGO) clean

@@ -1,0 +1,317 @@
+//! Computer actions, shaped exactly like the Responses API `ComputerAction`.
+//!
+//! The daemon accepts these strictly (`deny_unknown_fields`): a field it
+//! does not know is an error, never silently ignored (CONTRACT.md rule 1).
+//! The host reads model output leniently with [`Action::from_model_value`],
+//! which drops fields the API may add later and then parses strictly.
+
+use serde::{Deserialize, Serialize};
+
+use crate::limits;
+
+/// A mouse button, as the Responses API names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Button {
+    Left,
+    Right,
+    /// The middle button (the wheel pressed down).
+    Wheel,
+    Back,
+    Forward,
+}
+
+impl Button {
+    /// Every button, for table tests.
+    pub const ALL: [Button; 5] = [
+        Button::Left,
+        Button::Right,
+        Button::Wheel,
+        Button::Back,
+        Button::Forward,
+    ];
+
+    /// The X11 core button number: 1 left, 2 middle, 3 right, 8 back, 9 forward.
+    pub fn x11_number(self) -> u8 {
+        match self {
+            Button::Left => 1,
+            Button::Wheel => 2,
+            Button::Right => 3,
+            Button::Back => 8,
+            Button::Forward => 9,
+        }
+    }
+}
+
+/// A point in the model's (screenshot) coordinate space.
+///
+/// Coordinates are `i64` so that any integer a model sends parses and can be
+/// rejected with a clear `out_of_bounds` error instead of a type error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Coord {
+    pub x: i64,
+    pub y: i64,
+}
+
+/// One computer action. Field names and the `type` tag follow the OpenAPI
+/// schemas `ClickParam`, `DoubleClickAction`, `DragParam`, `KeyPressAction`,
+/// `MoveParam`, `ScreenshotParam`, `ScrollParam`, `TypeParam`, `WaitParam`.
+///
+/// `keys` on pointer actions are the keys held while the action runs; the
+/// API allows them to be absent or null, and we always write them (null when
+/// absent) because `DoubleClickAction` requires the field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Action {
+    Click {
+        button: Button,
+        x: i64,
+        y: i64,
+        #[serde(default)]
+        keys: Option<Vec<String>>,
+    },
+    DoubleClick {
+        x: i64,
+        y: i64,
+        #[serde(default)]
+        keys: Option<Vec<String>>,
+    },
+    Drag {
+        path: Vec<Coord>,
+        #[serde(default)]
+        keys: Option<Vec<String>>,
+    },
+    Keypress {
+        keys: Vec<String>,
+    },
+    Move {
+        x: i64,
+        y: i64,
+        #[serde(default)]
+        keys: Option<Vec<String>>,
+    },
+    /// Take a screenshot. Inside a batch this captures nothing by itself:
+    /// every batch ends with one final screenshot (CONTRACT.md rule 2).
+    Screenshot {},
+    Scroll {
+        x: i64,
+        y: i64,
+        scroll_x: i64,
+        scroll_y: i64,
+        #[serde(default)]
+        keys: Option<Vec<String>>,
+    },
+    Type {
+        text: String,
+    },
+    /// Wait until the screen settles (X damage quiet), capped.
+    Wait {},
+}
+
+/// Why an action was refused before anything ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionRejection {
+    /// A coordinate lies outside the screenshot the model saw.
+    OutOfBounds {
+        x: i64,
+        y: i64,
+        width: u32,
+        height: u32,
+    },
+    /// A limit from [`crate::limits`] was exceeded.
+    Limit(String),
+    /// The text holds a character that cannot be typed.
+    BadText(String),
+    /// Structurally wrong (empty drag path, empty keypress, ...).
+    Invalid(String),
+}
+
+impl std::fmt::Display for ActionRejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ActionRejection::OutOfBounds {
+                x,
+                y,
+                width,
+                height,
+            } => write!(
+                f,
+                "coordinate ({x}, {y}) is outside the {width}x{height} screenshot"
+            ),
+            ActionRejection::Limit(m)
+            | ActionRejection::BadText(m)
+            | ActionRejection::Invalid(m) => f.write_str(m),
+        }
+    }
+}
+
+impl Action {
+    /// The API's `type` tag of this action.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Click { .. } => "click",
+            Action::DoubleClick { .. } => "double_click",
+            Action::Drag { .. } => "drag",
+            Action::Keypress { .. } => "keypress",
+            Action::Move { .. } => "move",
+            Action::Screenshot {} => "screenshot",
+            Action::Scroll { .. } => "scroll",
+            Action::Type { .. } => "type",
+            Action::Wait {} => "wait",
+        }
+    }
+
+    /// Whether running this action injects input (everything but
+    /// `screenshot` and `wait`).
+    pub fn is_input(&self) -> bool {
+        !matches!(self, Action::Screenshot {} | Action::Wait {})
+    }
+
+    /// Every point this action touches, in model space.
+    pub fn points(&self) -> Vec<Coord> {
+        match self {
+            Action::Click { x, y, .. }
+            | Action::DoubleClick { x, y, .. }
+            | Action::Move { x, y, .. }
+            | Action::Scroll { x, y, .. } => vec![Coord { x: *x, y: *y }],
+            Action::Drag { path, .. } => path.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Key names this action presses (held keys or the chord).
+    pub fn key_names(&self) -> &[String] {
+        match self {
+            Action::Keypress { keys } => keys,
+            Action::Click { keys, .. }
+            | Action::DoubleClick { keys, .. }
+            | Action::Drag { keys, .. }
+            | Action::Move { keys, .. }
+            | Action::Scroll { keys, .. } => keys.as_deref().unwrap_or(&[]),
+            _ => &[],
+        }
+    }
+
+    /// Checks the limits that do not depend on the screen: path length,
+    /// scroll distance, text length and content, number and length of key
+    /// names. Coordinates are checked against a [`crate::ScaleMap`] and key
+    /// names against the daemon's key table elsewhere.
+    pub fn check_limits(&self) -> Result<(), ActionRejection> {
+        let keys = self.key_names();
+        if keys.len() > limits::MAX_KEYS {
+            return Err(ActionRejection::Limit(format!(
+                "{} keys given, at most {} allowed",
+                keys.len(),
+                limits::MAX_KEYS
+            )));
+        }
+        if let Some(long) = keys.iter().find(|k| k.len() > limits::MAX_KEY_NAME_BYTES) {
+            return Err(ActionRejection::Limit(format!(
+                "a key name of {} bytes, at most {} allowed",
+                long.len(),
+                limits::MAX_KEY_NAME_BYTES
+            )));
+        }
+        match self {
+            Action::Keypress { keys } if keys.is_empty() => Err(ActionRejection::Invalid(
+                "keypress needs at least one key".into(),
+            )),
+            Action::Drag { path, .. } if path.len() < 2 => Err(ActionRejection::Invalid(format!(
+                "drag needs a path of at least 2 points, got {}",
+                path.len()
+            ))),
+            Action::Drag { path, .. } if path.len() > limits::MAX_DRAG_POINTS => {
+                Err(ActionRejection::Limit(format!(
+                    "drag path of {} points, at most {} allowed",
+                    path.len(),
+                    limits::MAX_DRAG_POINTS
+                )))
+            }
+            Action::Scroll {
+                scroll_x, scroll_y, ..
+            } if scroll_x.unsigned_abs() > limits::MAX_SCROLL_DISTANCE
+                || scroll_y.unsigned_abs() > limits::MAX_SCROLL_DISTANCE =>
+            {
+                Err(ActionRejection::Limit(format!(
+                    "scroll distance ({scroll_x}, {scroll_y}) exceeds {} per axis",
+                    limits::MAX_SCROLL_DISTANCE
+                )))
+            }
+            Action::Type { text } => check_text(text),
+            _ => Ok(()),
+        }
+    }
+
+    /// Parses one action from model output leniently: fields this version
+    /// does not know are dropped (the API may add some), then the action is
+    /// parsed strictly, so a missing or mistyped field is still an error.
+    pub fn from_model_value(value: &serde_json::Value) -> Result<Action, String> {
+        let obj = value
+            .as_object()
+            .ok_or_else(|| "an action must be a JSON object".to_string())?;
+        let kind = obj
+            .get("type")
+            .and_then(|t| t.as_str())
+            .ok_or_else(|| "an action needs a string `type`".to_string())?;
+        let known: &[&str] = match kind {
+            "click" => &["type", "button", "x", "y", "keys"],
+            "double_click" | "move" => &["type", "x", "y", "keys"],
+            "drag" => &["type", "path", "keys"],
+            "keypress" => &["type", "keys"],
+            "scroll" => &["type", "x", "y", "scroll_x", "scroll_y", "keys"],
+            "type" => &["type", "text"],
+            "screenshot" | "wait" => &["type"],
+            other => return Err(format!("unknown action type `{}`", truncate(other, 40))),
+        };
+        let mut kept = serde_json::Map::new();
+        for (k, v) in obj {
+            if known.contains(&k.as_str()) {
+                kept.insert(k.clone(), v.clone());
+            }
+        }
+        // Drag points may carry extra fields too.
+        if let Some(serde_json::Value::Array(points)) = kept.get_mut("path") {
+            for p in points.iter_mut() {
+                if let Some(o) = p.as_object_mut() {
+                    o.retain(|k, _| k == "x" || k == "y");
+                }
+            }
+        }
+        serde_json::from_value(serde_json::Value::Object(kept))
+            .map_err(|e| format!("invalid `{kind}` action: {e}"))
+    }
+}
+
+/// Checks text for `type`: bounded length, no NUL, no control characters
+/// other than newline, carriage return and tab.
+pub fn check_text(text: &str) -> Result<(), ActionRejection> {
+    let chars = text.chars().count();
+    if chars > limits::MAX_TYPE_CHARS {
+        return Err(ActionRejection::Limit(format!(
+            "text of {chars} characters, at most {} allowed per type action",
+            limits::MAX_TYPE_CHARS
+        )));
+    }
+    for (i, c) in text.chars().enumerate() {
+        if c == '\0' {
+            return Err(ActionRejection::BadText(format!(
+                "text holds NUL at character {i}; NUL cannot be typed"
+            )));
+        }
+        if c.is_control() && !matches!(c, '\n' | '\r' | '\t') {
+            return Err(ActionRejection::BadText(format!(
+                "text holds control character U+{:04X} at character {i}; use keypress for control keys",
+                c as u32
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}

@@ -1,0 +1,233 @@
+//! Request and reply bodies of the daemon's HTTP API (`/v1/...`), described
+//! for humans and tools in `daemon/openapi.yaml`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Action, Fit, Rect, ScaleMap, Size};
+
+/// The protocol version this build speaks. The major number is in every
+/// path (`/v1/`); a peer with another major is refused clearly (A14).
+pub const PROTOCOL_VERSION: &str = "1.0";
+/// The major part of [`PROTOCOL_VERSION`].
+pub const PROTOCOL_MAJOR: u32 = 1;
+
+/// Paths of the API.
+pub mod paths {
+    pub const HEALTH: &str = "/v1/health";
+    pub const INFO: &str = "/v1/info";
+    pub const ACTIONS: &str = "/v1/actions";
+    pub const SCREENSHOT: &str = "/v1/screenshot";
+}
+
+/// Checks that a peer's protocol version has our major number.
+pub fn check_protocol(theirs: &str) -> Result<(), String> {
+    let major = theirs
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u32>().ok())
+        .ok_or_else(|| format!("the peer reports an unreadable protocol version `{theirs}`"))?;
+    if major == PROTOCOL_MAJOR {
+        Ok(())
+    } else {
+        Err(format!(
+            "the peer speaks protocol {theirs}, this build speaks {PROTOCOL_VERSION}: \
+             upgrade the older side (major versions must match)"
+        ))
+    }
+}
+
+/// An encoded image format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImageFormat {
+    /// PNG, RGB 8-bit, fast compression.
+    #[default]
+    Png,
+    /// WebP lossless, RGB.
+    Webp,
+}
+
+impl ImageFormat {
+    pub fn mime(self) -> &'static str {
+        match self {
+            ImageFormat::Png => "image/png",
+            ImageFormat::Webp => "image/webp",
+        }
+    }
+
+    pub fn extension(self) -> &'static str {
+        match self {
+            ImageFormat::Png => "png",
+            ImageFormat::Webp => "webp",
+        }
+    }
+}
+
+/// How to take a screenshot. Also the coordinate space of a batch: the
+/// actions of a batch are in the space of the screenshot these options
+/// produce (the one the model saw).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScreenshotOptions {
+    /// Scale to fit this size; `None` keeps screen pixels.
+    pub size: Option<Size>,
+    /// How the region is fitted into `size`.
+    pub fit: Fit,
+    /// Capture only this part of the screen (crop); `None` is the whole screen.
+    pub region: Option<Rect>,
+    pub format: ImageFormat,
+    /// Draw the pointer into the image.
+    pub cursor: bool,
+}
+
+/// `POST /v1/actions`: run actions in order, then take one screenshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRequest {
+    pub actions: Vec<Action>,
+    /// The final screenshot, and the coordinate space of `actions`.
+    #[serde(default)]
+    pub screenshot: ScreenshotOptions,
+    /// The map of the screenshot the coordinates refer to. When given and
+    /// the screen no longer matches it, nothing runs (`stale_scale_map`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_scale_map: Option<ScaleMap>,
+}
+
+/// Time spent in each phase of a request, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timings {
+    pub actions_ms: f64,
+    pub settle_ms: f64,
+    pub capture_ms: f64,
+    pub scale_ms: f64,
+    pub encode_ms: f64,
+    pub total_ms: f64,
+    /// Whether the screen went quiet before the settle cap.
+    pub settled: bool,
+}
+
+/// An encoded screenshot and the map of its coordinates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Screenshot {
+    pub format: ImageFormat,
+    pub width: u32,
+    pub height: u32,
+    /// The encoded image, base64 (standard alphabet, padded).
+    pub data: String,
+    pub scale_map: ScaleMap,
+}
+
+impl Screenshot {
+    /// A `data:` URL, as `computer_screenshot.image_url` takes it.
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.format.mime(), self.data)
+    }
+}
+
+/// Reply of `POST /v1/actions` when every action ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchResponse {
+    /// How many actions ran (all of them).
+    pub executed: usize,
+    pub screenshot: Screenshot,
+    pub timings: Timings,
+}
+
+/// Reply of `POST /v1/screenshot`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScreenshotResponse {
+    pub screenshot: Screenshot,
+    pub timings: Timings,
+}
+
+/// Overall health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthStatus {
+    /// X answers and, when one is supervised, the window manager runs.
+    Ok,
+    /// X answers but the window manager is missing.
+    Degraded,
+    /// X does not answer.
+    Down,
+}
+
+/// Reply of `GET /v1/health` (no token needed; no secrets inside).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Health {
+    pub status: HealthStatus,
+    pub x_connected: bool,
+    pub display: Option<Size>,
+    /// `None` when no window manager is supervised.
+    pub window_manager: Option<bool>,
+    /// How many times the display was restarted since the daemon started.
+    pub display_restarts: u32,
+    pub uptime_ms: u64,
+}
+
+/// What the display offers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Capabilities {
+    pub xtest: bool,
+    pub shm: bool,
+    pub damage: bool,
+    pub xfixes: bool,
+    pub randr: bool,
+    pub formats: Vec<ImageFormat>,
+}
+
+/// The limits the daemon enforces (the values of `crate::limits`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub max_actions: usize,
+    pub max_drag_points: usize,
+    pub max_type_chars: usize,
+    pub max_keys: usize,
+    pub max_scroll_distance: u64,
+    pub scroll_pixels_per_click: u64,
+    pub request_deadline_ms: u64,
+    pub settle_quiet_ms: u64,
+    pub settle_cap_ms: u64,
+    pub wait_quiet_ms: u64,
+    pub wait_cap_ms: u64,
+}
+
+impl Limits {
+    pub fn current() -> Limits {
+        use crate::limits as l;
+        Limits {
+            max_body_bytes: l::MAX_BODY_BYTES,
+            max_actions: l::MAX_ACTIONS,
+            max_drag_points: l::MAX_DRAG_POINTS,
+            max_type_chars: l::MAX_TYPE_CHARS,
+            max_keys: l::MAX_KEYS,
+            max_scroll_distance: l::MAX_SCROLL_DISTANCE,
+            scroll_pixels_per_click: l::SCROLL_PIXELS_PER_CLICK,
+            request_deadline_ms: l::REQUEST_DEADLINE_MS,
+            settle_quiet_ms: l::SETTLE_QUIET_MS,
+            settle_cap_ms: l::SETTLE_CAP_MS,
+            wait_quiet_ms: l::WAIT_QUIET_MS,
+            wait_cap_ms: l::WAIT_CAP_MS,
+        }
+    }
+}
+
+/// Reply of `GET /v1/info`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Info {
+    pub protocol: String,
+    pub daemon_version: String,
+    pub display: Option<Size>,
+    pub capabilities: Capabilities,
+    pub limits: Limits,
+}

@@ -1,0 +1,32 @@
+//! `sandtop-protocol`: the wire types shared by `sandtopd` (in the guest)
+//! and `host-cli` (on the host).
+//!
+//! What it is: serde types, limits and error codes, and the one function
+//! that maps model coordinates to screen pixels ([`ScaleMap::to_screen`]).
+//! What it is not: no I/O, no async runtime, no X11.
+//!
+//! How a batch travels through these types:
+//! 1. The model emits Responses API actions; the host parses them with
+//!    [`Action::from_model_value`] (lenient about unknown fields).
+//! 2. The host sends a [`BatchRequest`]: the actions plus the
+//!    [`ScreenshotOptions`] of the screenshot the model saw, which also fix
+//!    the coordinate space.
+//! 3. The daemon checks every action ([`Action::check_limits`], bounds via
+//!    [`ScaleMap::to_screen`], key names) before running any of them, runs
+//!    them in order, and answers a [`BatchResponse`] with the final
+//!    [`Screenshot`] and its [`ScaleMap`], or an [`ErrorBody`].
+
+mod action;
+mod api;
+mod error;
+pub mod limits;
+mod scale;
+
+pub use action::{Action, ActionRejection, Button, Coord, check_text};
+pub use api::{
+    BatchRequest, BatchResponse, Capabilities, Health, HealthStatus, ImageFormat, Info, Limits,
+    PROTOCOL_MAJOR, PROTOCOL_VERSION, Screenshot, ScreenshotOptions, ScreenshotResponse, Timings,
+    check_protocol, paths,
+};
+pub use error::{ErrorBody, ErrorCode};
+pub use scale::{Fit, OutOfBounds, Rect, ScaleError, ScaleMap, Size};

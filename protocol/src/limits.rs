@@ -1,0 +1,36 @@
+//! Limits both sides enforce. The daemon refuses what exceeds them before
+//! anything runs; the host checks replies against them.
+
+/// Largest request body the daemon reads, in bytes (checked before reading).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Most actions in one batch.
+pub const MAX_ACTIONS: usize = 64;
+/// Most points in one drag path.
+pub const MAX_DRAG_POINTS: usize = 1024;
+/// Most characters (Unicode scalar values) in one `type` action.
+pub const MAX_TYPE_CHARS: usize = 10_000;
+/// Most keys held or pressed in one action.
+pub const MAX_KEYS: usize = 16;
+/// Longest key name, in bytes.
+pub const MAX_KEY_NAME_BYTES: usize = 64;
+/// Largest scroll distance per axis, in the API's pixel-like units.
+pub const MAX_SCROLL_DISTANCE: u64 = 10_000;
+/// Scroll distance per wheel click. The API's `scroll_x`/`scroll_y` are
+/// pixel-like distances; one wheel click scrolls roughly 50 px in Firefox
+/// and GTK applications (3 lines), so 300 becomes 6 clicks, never 300.
+pub const SCROLL_PIXELS_PER_CLICK: u64 = 50;
+/// Largest screen or image side.
+pub const MAX_DIMENSION: u32 = 8192;
+/// Largest reply the host reads from the daemon, in bytes.
+pub const MAX_REPLY_BYTES: usize = 64 * 1024 * 1024;
+/// Deadline of one daemon request, in milliseconds.
+pub const REQUEST_DEADLINE_MS: u64 = 30_000;
+/// Settling before the final screenshot: the screen must be quiet (no X
+/// damage) for this long ...
+pub const SETTLE_QUIET_MS: u64 = 50;
+/// ... but we never wait longer than this.
+pub const SETTLE_CAP_MS: u64 = 1_000;
+/// The `wait` action: quiet for this long ...
+pub const WAIT_QUIET_MS: u64 = 250;
+/// ... capped at this.
+pub const WAIT_CAP_MS: u64 = 3_000;

@@ -1,0 +1,273 @@
+//! Golden JSON of every action, checked against OpenAI's `ComputerAction`
+//! schema, plus the strict/lenient parsing rules.
+
+#![allow(clippy::unwrap_used)]
+
+use sandtop_protocol::{
+    Action, BatchRequest, Button, Coord, ErrorBody, ErrorCode, ScreenshotOptions,
+};
+use sandtop_testkit::openapi;
+use serde_json::{Value, json};
+
+fn golden() -> Vec<(Action, Value)> {
+    vec![
+        (
+            Action::Click {
+                button: Button::Left,
+                x: 10,
+                y: 20,
+                keys: None,
+            },
+            json!({"type": "click", "button": "left", "x": 10, "y": 20, "keys": null}),
+        ),
+        (
+            Action::Click {
+                button: Button::Back,
+                x: 0,
+                y: 0,
+                keys: Some(vec!["CTRL".into()]),
+            },
+            json!({"type": "click", "button": "back", "x": 0, "y": 0, "keys": ["CTRL"]}),
+        ),
+        (
+            Action::DoubleClick {
+                x: 5,
+                y: 6,
+                keys: None,
+            },
+            json!({"type": "double_click", "x": 5, "y": 6, "keys": null}),
+        ),
+        (
+            Action::Drag {
+                path: vec![Coord { x: 1, y: 2 }, Coord { x: 3, y: 4 }],
+                keys: Some(vec!["shift".into()]),
+            },
+            json!({"type": "drag", "path": [{"x": 1, "y": 2}, {"x": 3, "y": 4}], "keys": ["shift"]}),
+        ),
+        (
+            Action::Keypress {
+                keys: vec!["CTRL".into(), "SHIFT".into(), "T".into()],
+            },
+            json!({"type": "keypress", "keys": ["CTRL", "SHIFT", "T"]}),
+        ),
+        (
+            Action::Move {
+                x: 7,
+                y: 8,
+                keys: None,
+            },
+            json!({"type": "move", "x": 7, "y": 8, "keys": null}),
+        ),
+        (Action::Screenshot {}, json!({"type": "screenshot"})),
+        (
+            Action::Scroll {
+                x: 1,
+                y: 2,
+                scroll_x: -3,
+                scroll_y: 300,
+                keys: None,
+            },
+            json!({"type": "scroll", "x": 1, "y": 2, "scroll_x": -3, "scroll_y": 300, "keys": null}),
+        ),
+        (
+            Action::Type {
+                text: "héllo 中\n".into(),
+            },
+            json!({"type": "type", "text": "héllo 中\n"}),
+        ),
+        (Action::Wait {}, json!({"type": "wait"})),
+    ]
+}
+
+#[test]
+fn actions_serialize_to_golden_json() {
+    for (action, expected) in golden() {
+        assert_eq!(
+            serde_json::to_value(&action).unwrap(),
+            expected,
+            "{action:?}"
+        );
+        let back: Action = serde_json::from_value(expected.clone()).unwrap();
+        assert_eq!(back, action);
+    }
+}
+
+#[test]
+fn every_action_kind_is_covered_by_the_golden_set() {
+    let kinds: std::collections::BTreeSet<_> = golden().iter().map(|(a, _)| a.kind()).collect();
+    let expected = [
+        "click",
+        "double_click",
+        "drag",
+        "keypress",
+        "move",
+        "screenshot",
+        "scroll",
+        "type",
+        "wait",
+    ];
+    assert_eq!(kinds, expected.into_iter().collect());
+}
+
+#[test]
+fn serialized_actions_validate_against_openai_computer_action() {
+    let spec = openapi::openai_spec();
+    let validator = openapi::validator(spec, "ComputerAction");
+    let list = openapi::validator(spec, "ComputerActionList");
+    let mut all = Vec::new();
+    for (action, _) in golden() {
+        let v = serde_json::to_value(&action).unwrap();
+        let errors = openapi::errors(&validator, &v);
+        assert!(errors.is_empty(), "{v} does not validate: {errors:?}");
+        all.push(v);
+    }
+    for button in Button::ALL {
+        let v = serde_json::to_value(Action::Click {
+            button,
+            x: 1,
+            y: 1,
+            keys: None,
+        })
+        .unwrap();
+        assert!(openapi::errors(&validator, &v).is_empty(), "{v}");
+    }
+    assert!(openapi::errors(&list, &Value::Array(all)).is_empty());
+}
+
+#[test]
+fn the_schema_check_is_not_vacuous() {
+    // The same validator must refuse what the API refuses, or the test
+    // above proves nothing.
+    let validator = openapi::validator(openapi::openai_spec(), "ComputerAction");
+    for bad in [
+        json!({"type": "click", "x": 1, "y": 2}),
+        json!({"type": "click", "button": "middle", "x": 1, "y": 2}),
+        json!({"type": "double_click", "x": 1, "y": 2}),
+        json!({"type": "teleport"}),
+        json!({"type": "type"}),
+    ] {
+        assert!(
+            !openapi::errors(&validator, &bad).is_empty(),
+            "{bad} should be invalid"
+        );
+    }
+}
+
+#[test]
+fn strict_parsing_denies_unknown_fields_and_types() {
+    for bad in [
+        json!({"type": "click", "button": "left", "x": 1, "y": 2, "extra": 1}),
+        json!({"type": "wait", "ms": 100}),
+        json!({"type": "screenshot", "region": {}}),
+        json!({"type": "teleport", "x": 1}),
+        json!({"type": "click", "button": "left", "x": 1.5, "y": 2}),
+        json!({"type": "drag", "path": [{"x": 1, "y": 2, "z": 3}]}),
+    ] {
+        assert!(
+            serde_json::from_value::<Action>(bad.clone()).is_err(),
+            "{bad} should not parse"
+        );
+    }
+    let req = json!({"actions": [], "screenshot": {"format": "png", "quality": 3}});
+    assert!(serde_json::from_value::<BatchRequest>(req).is_err());
+}
+
+#[test]
+fn lenient_parsing_drops_unknown_fields_but_keeps_requirements() {
+    let a = Action::from_model_value(&json!({
+        "type": "click", "button": "right", "x": 3, "y": 4, "future_field": true
+    }))
+    .unwrap();
+    assert_eq!(
+        a,
+        Action::Click {
+            button: Button::Right,
+            x: 3,
+            y: 4,
+            keys: None
+        }
+    );
+    let a = Action::from_model_value(
+        &json!({"type": "drag", "path": [{"x": 1, "y": 1, "t": 0}, {"x": 2, "y": 2}]}),
+    )
+    .unwrap();
+    assert_eq!(a.points().len(), 2);
+    let err = Action::from_model_value(&json!({"type": "click", "x": 3, "y": 4})).unwrap_err();
+    assert!(err.contains("button"), "{err}");
+    let err = Action::from_model_value(&json!({"type": "launch_missiles"})).unwrap_err();
+    assert!(err.contains("launch_missiles"), "{err}");
+}
+
+#[test]
+fn limits_are_checked() {
+    use sandtop_protocol::limits;
+    assert!(
+        Action::Type {
+            text: "a\0b".into()
+        }
+        .check_limits()
+        .is_err()
+    );
+    assert!(
+        Action::Type {
+            text: "a\u{3}".into()
+        }
+        .check_limits()
+        .is_err()
+    );
+    assert!(
+        Action::Type {
+            text: "tab\tnew\nline\r\n".into()
+        }
+        .check_limits()
+        .is_ok()
+    );
+    let long = "x".repeat(limits::MAX_TYPE_CHARS + 1);
+    assert!(Action::Type { text: long }.check_limits().is_err());
+    let path = vec![Coord { x: 0, y: 0 }; limits::MAX_DRAG_POINTS + 1];
+    assert!(Action::Drag { path, keys: None }.check_limits().is_err());
+    assert!(
+        Action::Drag {
+            path: vec![Coord { x: 0, y: 0 }],
+            keys: None
+        }
+        .check_limits()
+        .is_err()
+    );
+    let d = limits::MAX_SCROLL_DISTANCE as i64 + 1;
+    assert!(
+        Action::Scroll {
+            x: 0,
+            y: 0,
+            scroll_x: 0,
+            scroll_y: -d,
+            keys: None
+        }
+        .check_limits()
+        .is_err()
+    );
+    assert!(Action::Keypress { keys: vec![] }.check_limits().is_err());
+    let many = vec!["a".to_string(); limits::MAX_KEYS + 1];
+    assert!(Action::Keypress { keys: many }.check_limits().is_err());
+}
+
+#[test]
+fn error_codes_serialize_as_their_names_and_map_to_http() {
+    for code in ErrorCode::ALL {
+        assert_eq!(serde_json::to_value(code).unwrap(), json!(code.as_str()));
+        let status = code.http_status();
+        assert!((400..600).contains(&status), "{code}: {status}");
+    }
+    let body = ErrorBody::new(ErrorCode::Busy, "another input call is running");
+    assert_eq!(
+        serde_json::to_value(&body).unwrap(),
+        json!({"code": "busy", "message": "another input call is running"})
+    );
+}
+
+#[test]
+fn screenshot_options_default_to_png_full_screen() {
+    let o: ScreenshotOptions = serde_json::from_value(json!({})).unwrap();
+    assert_eq!(o, ScreenshotOptions::default());
+    assert!(o.size.is_none() && o.region.is_none() && !o.cursor);
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs the system packages the tests and benchmarks need, when missing.
+# Debian/Ubuntu only (apt-get); elsewhere it prints what to install.
+set -euo pipefail
+
+# command -> Debian package
+declare -A need=(
+  [Xvfb]=xvfb
+  [xterm]=xterm
+  [xdpyinfo]=x11-utils
+  [xdotool]=xdotool
+  [import]=imagemagick
+  [convert]=imagemagick
+  [scrot]=scrot
+  [openbox]=openbox
+  [mmdebstrap]=mmdebstrap
+)
+missing=()
+for cmd in "${!need[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("${need[$cmd]}")
+done
+# Fonts for the typing corpus (CJK) in xterm.
+[ -e /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || missing+=(fonts-noto-cjk)
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf ] || missing+=(fonts-dejavu-core)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all system packages present"
+  exit 0
+fi
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+echo "deps: installing ${missing[*]}"
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "deps: no apt-get here; install these yourself: ${missing[*]}" >&2
+  exit 1
+fi
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then sudo=(sudo); else
+    echo "deps: not root and no sudo; install these yourself: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -q </dev/null
+"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
