@@ -1,1 +1,288 @@
-fn main() {}
+//! `sandtopd`: see the library docs (`sandtopd::`) for how it works.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{Context as _, bail};
+use clap::{Parser, Subcommand};
+use sandtop_protocol::{Size, paths};
+use sandtopd::api::{self, ApiState};
+use sandtopd::desktop::{self, Job};
+use sandtopd::driver::Driver;
+use sandtopd::driver::x11::X11Driver;
+use sandtopd::supervise::{self, DisplayConfig, DisplayHealth, Supervisor};
+use sandtopd::token::Token;
+
+/// The Sandtop computer driver: XTEST input, MIT-SHM capture and an
+/// authenticated HTTP API on a Unix socket, for one X display.
+#[derive(Debug, Parser)]
+#[command(name = "sandtopd", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the API for one display (start Xvfb with --xvfb, or attach).
+    Serve(ServeArgs),
+    /// Ask a running daemon for its health; exit 0 only when it is ok.
+    Health {
+        /// The daemon's Unix socket.
+        #[arg(long, default_value = "/run/sandtop/sandtopd.sock")]
+        socket: PathBuf,
+    },
+    /// Relay standard input and output to the daemon's socket (the host
+    /// reaches the daemon this way through a Docker exec stream).
+    Connect {
+        #[arg(long, default_value = "/run/sandtop/sandtopd.sock")]
+        socket: PathBuf,
+    },
+    /// Side-by-side latency figures against xdotool, ImageMagick and scrot,
+    /// on a fresh Xvfb.
+    Bench(sandtopd::bench::BenchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Unix socket to listen on (created 0600; a stale one is replaced).
+    #[arg(long, default_value = "/run/sandtop/sandtopd.sock")]
+    socket: PathBuf,
+    /// Also listen on this loopback TCP address (for VM backends).
+    #[arg(long)]
+    tcp: Option<SocketAddr>,
+    /// The session token file (64 hex digits). Created 0600 with a fresh
+    /// token when missing. SANDTOPD_TOKEN, when set, takes precedence.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Start and supervise Xvfb (otherwise attach to --display or $DISPLAY).
+    #[arg(long)]
+    xvfb: bool,
+    /// The X display (`:N`). With --xvfb and no display, a free one is picked.
+    #[arg(long)]
+    display: Option<String>,
+    /// Screen size for --xvfb.
+    #[arg(long, default_value = "1280x800", value_parser = parse_size)]
+    screen: Size,
+    /// The Xvfb binary.
+    #[arg(long, default_value = "Xvfb")]
+    xvfb_path: PathBuf,
+    /// A window manager to start and supervise (program name or path).
+    #[arg(long)]
+    wm: Option<String>,
+    /// Arguments for the window manager (repeat for each).
+    #[arg(long = "wm-arg", allow_hyphen_values = true)]
+    wm_args: Vec<String>,
+    /// Log as JSON lines instead of text.
+    #[arg(long)]
+    log_json: bool,
+}
+
+fn parse_size(s: &str) -> Result<Size, String> {
+    Size::parse(s)
+}
+
+fn init_log(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        b.json().init();
+    } else {
+        b.init();
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sandtopd: cannot start the runtime: {e}");
+            return ExitCode::from(70);
+        }
+    };
+    let result = rt.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve(args).await,
+            Command::Health { socket } => health(socket).await,
+            Command::Connect { socket } => connect(socket).await,
+            Command::Bench(args) => sandtopd::bench::run(args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sandtopd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_token(args: &ServeArgs) -> anyhow::Result<Token> {
+    if let Ok(t) = std::env::var("SANDTOPD_TOKEN") {
+        return Token::parse(&t).context("SANDTOPD_TOKEN");
+    }
+    match &args.token_file {
+        Some(p) => Token::load_or_create(p).context("loading the session token"),
+        None => bail!("no token: pass --token-file PATH or set SANDTOPD_TOKEN"),
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    init_log(args.log_json);
+    let token = load_token(&args)?;
+    let health = Arc::new(DisplayHealth::default());
+    let wm_argv = args.wm.as_ref().map(|w| {
+        let mut v = vec![w.clone()];
+        v.extend(args.wm_args.iter().cloned());
+        v
+    });
+    let config = DisplayConfig {
+        display: args.display.clone(),
+        spawn_xvfb: args.xvfb,
+        screen: args.screen,
+        xvfb: args.xvfb_path.clone(),
+        wm: wm_argv.clone(),
+    };
+
+    // 1. The display.
+    let (xvfb, display) = if args.xvfb {
+        let (child, name) =
+            supervise::start_xvfb(&config.xvfb, config.display.as_deref(), config.screen)
+                .await
+                .context("starting Xvfb")?;
+        (Some(child), name)
+    } else {
+        let d = args
+            .display
+            .clone()
+            .or_else(|| std::env::var("DISPLAY").ok())
+            .context("no display: pass --xvfb, --display :N, or set DISPLAY")?;
+        (None, d)
+    };
+    health
+        .wm_expected
+        .store(wm_argv.is_some(), Ordering::Release);
+    let wm = match &wm_argv {
+        Some(argv) => {
+            Some(supervise::start_wm(argv, &display).context("starting the window manager")?)
+        }
+        None => None,
+    };
+
+    // 2. The desktop task, the monitor, the supervisor.
+    let shared_display = display.clone();
+    let (desktop, desktop_thread) = desktop::spawn(Box::new(move || {
+        X11Driver::connect(Some(&shared_display)).map(|d| Box::new(d) as Box<dyn Driver>)
+    }));
+    let monitor_stop = Arc::new(AtomicBool::new(false));
+    supervise::spawn_monitor(
+        display.clone(),
+        Arc::clone(&health),
+        Arc::clone(&monitor_stop),
+    );
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let supervisor = Supervisor {
+        config,
+        display: display.clone(),
+        xvfb,
+        wm,
+        health: Arc::clone(&health),
+        desktop: desktop.clone(),
+    };
+    let supervisor = tokio::spawn(supervisor.run(stop_rx));
+
+    // 3. The API.
+    let state = Arc::new(ApiState::new(desktop.clone(), token, Arc::clone(&health)));
+    let mut listeners = vec![api::server::bind_unix(&args.socket).await?];
+    if let Some(addr) = args.tcp {
+        listeners.push(api::server::bind_tcp(addr).await?);
+    }
+    let x_display = display.clone();
+    for l in &listeners {
+        tracing::info!(listen = %l.describe(), x_display = %x_display, "sandtopd is serving");
+    }
+    let router = api::router(Arc::clone(&state));
+    let shutdown_state = Arc::clone(&state);
+    api::server::serve(router, listeners, async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down: no new requests, draining those in flight");
+        shutdown_state.shutting_down.store(true, Ordering::Release);
+    })
+    .await;
+
+    // 4. Stop in order: input released by the desktop task, then children.
+    let _ = desktop.send(Job::Stop);
+    let _ = tokio::task::spawn_blocking(move || desktop_thread.join()).await;
+    monitor_stop.store(true, Ordering::Release);
+    let _ = stop_tx.send(true);
+    let _ = supervisor.await;
+    let _ = std::fs::remove_file(&args.socket);
+    tracing::info!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+async fn health(socket: PathBuf) -> anyhow::Result<ExitCode> {
+    let mut c = sandtopd::client::Client::connect(&socket, None).await?;
+    let (status, body) = c
+        .request(http::Method::GET, paths::HEALTH, None)
+        .await
+        .context("asking for health")?;
+    println!("{}", String::from_utf8_lossy(&body));
+    let ok = status.is_success()
+        && serde_json::from_slice::<sandtop_protocol::Health>(&body)
+            .is_ok_and(|h| h.status == sandtop_protocol::HealthStatus::Ok);
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn connect(socket: PathBuf) -> anyhow::Result<ExitCode> {
+    let stream = tokio::net::UnixStream::connect(&socket)
+        .await
+        .with_context(|| format!("connecting to {}", socket.display()))?;
+    let (mut rd, mut wr) = stream.into_split();
+    let mut stdin = tokio::io::stdin();
+    let mut stdout = tokio::io::stdout();
+    let up = async {
+        let r = tokio::io::copy(&mut stdin, &mut wr).await;
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut wr).await;
+        r
+    };
+    let down = async {
+        let r = tokio::io::copy(&mut rd, &mut stdout).await;
+        let _ = tokio::io::AsyncWriteExt::flush(&mut stdout).await;
+        r
+    };
+    // The relay ends when the daemon closes its side.
+    let (_, down) = tokio::join!(up, down);
+    down.context("relaying from the daemon")?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -25,12 +25,16 @@ pub const MAX_DIMENSION: u32 = 8192;
 pub const MAX_REPLY_BYTES: usize = 64 * 1024 * 1024;
 /// Deadline of one daemon request, in milliseconds.
 pub const REQUEST_DEADLINE_MS: u64 = 30_000;
-/// Settling before the final screenshot: the screen must be quiet (no X
-/// damage) for this long ...
-pub const SETTLE_QUIET_MS: u64 = 50;
-/// ... but we never wait longer than this.
+/// Settling before the final screenshot of a batch: the screen must have
+/// been quiet (no X damage) for this long after the input was processed.
+/// Short on purpose: most reactions to input (an echoed key, a hover, a
+/// menu) paint within a few milliseconds; a page that loads for longer is
+/// what the `wait` action is for.
+pub const SETTLE_QUIET_MS: u64 = 15;
+/// ... but the final screenshot never waits longer than this for quiet
+/// (an animation or a video never goes quiet).
 pub const SETTLE_CAP_MS: u64 = 1_000;
 /// The `wait` action: quiet for this long ...
-pub const WAIT_QUIET_MS: u64 = 250;
+pub const WAIT_QUIET_MS: u64 = 300;
 /// ... capped at this.
 pub const WAIT_CAP_MS: u64 = 3_000;

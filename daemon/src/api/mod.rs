@@ -1,0 +1,280 @@
+//! The HTTP API: `/v1/health`, `/v1/info`, `/v1/actions`, `/v1/screenshot`
+//! (described in `daemon/openapi.yaml`).
+//!
+//! One request's path:
+//! 1. hyper reads the head (with a header deadline, `server`);
+//! 2. [`guard`] refuses browser-originated requests and foreign Hosts, then
+//!    checks the bearer token (everything but health);
+//! 3. the body limit refuses oversized bodies before reading them (413);
+//! 4. the handler parses strictly (unknown fields are errors), takes the
+//!    input gate or answers `busy`, and hands the job to the desktop task;
+//! 5. the reply, or an [`ErrorBody`], goes back as JSON. Every failure —
+//!    ours, axum's, tower's — leaves as `{code, message}` ([`error`]).
+
+pub mod error;
+pub mod guard;
+pub mod server;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use sandtop_protocol::{
+    BatchRequest, ErrorBody, ErrorCode, Health, HealthStatus, Info, Limits, PROTOCOL_VERSION,
+    ScreenshotOptions, limits, paths,
+};
+use serde::de::DeserializeOwned;
+use tower::ServiceBuilder;
+
+use crate::desktop::{Cancel, DesktopHandle, Job};
+use crate::ratelimit::LogLimiter;
+use crate::supervise::DisplayHealth;
+use crate::token::Token;
+use error::ApiError;
+
+/// Shared state of the API.
+#[derive(Debug)]
+pub struct ApiState {
+    pub desktop: DesktopHandle,
+    pub token: Token,
+    pub display: Arc<DisplayHealth>,
+    pub started: Instant,
+    pub shutting_down: AtomicBool,
+    pub log_limit: LogLimiter,
+    /// Deadline of one input request (`limits::REQUEST_DEADLINE_MS`;
+    /// shorter in tests).
+    pub deadline: Duration,
+}
+
+impl ApiState {
+    pub fn new(desktop: DesktopHandle, token: Token, display: Arc<DisplayHealth>) -> ApiState {
+        ApiState {
+            desktop,
+            token,
+            display,
+            started: Instant::now(),
+            shutting_down: AtomicBool::new(false),
+            log_limit: LogLimiter::new(20, Duration::from_secs(10)),
+            deadline: Duration::from_millis(limits::REQUEST_DEADLINE_MS),
+        }
+    }
+}
+
+/// Most requests in flight before new ones are shed with `overloaded`.
+pub const MAX_IN_FLIGHT: usize = 64;
+
+/// Builds the router. Health sits outside the load-shedding so it answers
+/// under load (A9).
+pub fn router(state: Arc<ApiState>) -> Router {
+    let protected = Router::new()
+        .route(paths::INFO, get(info))
+        .route(paths::ACTIONS, post(actions))
+        .route(paths::SCREENSHOT, post(screenshot))
+        .layer(
+            ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
+                    ApiError(ErrorBody::new(
+                        ErrorCode::Overloaded,
+                        "too many requests in flight; retry shortly",
+                    ))
+                }))
+                .load_shed()
+                .concurrency_limit(MAX_IN_FLIGHT),
+        );
+    Router::new()
+        .route(paths::HEALTH, get(health))
+        .merge(protected)
+        .fallback(|| async { ApiError(ErrorBody::new(ErrorCode::NotFound, "no such endpoint")) })
+        .layer(DefaultBodyLimit::max(limits::MAX_BODY_BYTES))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(
+            limits::MAX_BODY_BYTES,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            guard::guard,
+        ))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_millis(limits::REQUEST_DEADLINE_MS + 10_000),
+        ))
+        .layer(axum::middleware::map_response(error::normalize))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            error::panic_response,
+        ))
+        .with_state(state)
+}
+
+async fn health(State(state): State<Arc<ApiState>>) -> Response {
+    let x = state.display.x_alive() && state.desktop.status.connected.load(Ordering::Acquire);
+    let wm = state.display.wm();
+    let status = match (x, wm) {
+        (false, _) => HealthStatus::Down,
+        (true, Some(false)) => HealthStatus::Degraded,
+        (true, _) => HealthStatus::Ok,
+    };
+    let body = Health {
+        status,
+        x_connected: x,
+        display: *lock(&state.desktop.status.display),
+        window_manager: wm,
+        display_restarts: state.display.restarts.load(Ordering::Acquire),
+        uptime_ms: state.started.elapsed().as_millis() as u64,
+    };
+    let code = if status == HealthStatus::Down {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    (code, axum::Json(body)).into_response()
+}
+
+async fn info(State(state): State<Arc<ApiState>>) -> Response {
+    let status = &state.desktop.status;
+    let capabilities = lock(&status.capabilities).clone();
+    let Some(capabilities) = capabilities else {
+        return ApiError(ErrorBody::new(
+            ErrorCode::DisplayUnavailable,
+            "the display has not been reached yet",
+        ))
+        .into_response();
+    };
+    axum::Json(Info {
+        protocol: PROTOCOL_VERSION.to_string(),
+        daemon_version: env!("CARGO_PKG_VERSION").to_string(),
+        display: *lock(&status.display),
+        capabilities,
+        limits: Limits::current(),
+    })
+    .into_response()
+}
+
+/// Parses a JSON body strictly. An empty body is `default` when given.
+fn parse_json<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: &Bytes,
+    default: Option<T>,
+) -> Result<T, ApiError> {
+    if body.is_empty()
+        && let Some(d) = default
+    {
+        return Ok(d);
+    }
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return Err(ApiError(ErrorBody::new(
+            ErrorCode::UnsupportedMediaType,
+            "the body must be JSON (Content-Type: application/json)",
+        )));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        let mut message = e.to_string();
+        message.truncate(300);
+        ApiError(ErrorBody::new(ErrorCode::BadRequest, message))
+    })
+}
+
+/// Cancels the job if the request future is dropped (client gone).
+struct CancelOnDrop(Option<Cancel>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.cancel();
+        }
+    }
+}
+
+/// How long past the job's own deadline the handler waits for the desktop
+/// task before giving up on it (an X server that stopped answering).
+const REPLY_GRACE: Duration = Duration::from_secs(5);
+
+async fn run_job<T>(
+    state: &ApiState,
+    make: impl FnOnce(
+        Cancel,
+        tokio::sync::OwnedSemaphorePermit,
+        tokio::sync::oneshot::Sender<Result<T, ErrorBody>>,
+    ) -> Job,
+) -> Result<T, ApiError> {
+    if state.shutting_down.load(Ordering::Acquire) {
+        return Err(ApiError(ErrorBody::new(
+            ErrorCode::ShuttingDown,
+            "the daemon is shutting down",
+        )));
+    }
+    let permit = state.desktop.try_acquire().map_err(ApiError)?;
+    let cancel = Cancel::new(Instant::now() + state.deadline);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    state
+        .desktop
+        .send(make(cancel.clone(), permit, tx))
+        .map_err(ApiError)?;
+    let mut guard = CancelOnDrop(Some(cancel));
+    let wait = state.deadline + REPLY_GRACE;
+    let reply = tokio::time::timeout(wait, rx).await;
+    guard.0 = None;
+    match reply {
+        Ok(Ok(result)) => result.map_err(ApiError),
+        Ok(Err(_)) => Err(ApiError(ErrorBody::new(
+            ErrorCode::Internal,
+            "the desktop task dropped the request",
+        ))),
+        Err(_) => {
+            if let Some(c) = guard.0.take() {
+                c.cancel();
+            }
+            Err(ApiError(ErrorBody::new(
+                ErrorCode::Timeout,
+                "the display did not answer in time; the outcome of the actions is unknown",
+            )))
+        }
+    }
+}
+
+async fn actions(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let request: BatchRequest = parse_json(&headers, &body, None)?;
+    let reply = run_job(&state, |cancel, permit, reply| Job::Batch {
+        request,
+        cancel,
+        permit,
+        reply,
+    })
+    .await?;
+    Ok(axum::Json(reply).into_response())
+}
+
+async fn screenshot(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let options: ScreenshotOptions =
+        parse_json(&headers, &body, Some(ScreenshotOptions::default()))?;
+    let reply = run_job(&state, |cancel, permit, reply| Job::Screenshot {
+        options,
+        cancel,
+        permit,
+        reply,
+    })
+    .await?;
+    Ok(axum::Json(reply).into_response())
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

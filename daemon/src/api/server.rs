@@ -1,0 +1,179 @@
+//! Listening and serving: a Unix socket (the default; reached from the host
+//! through the session folder or a Docker exec stream) and optionally a
+//! loopback TCP port (for VM backends). Never anything but loopback.
+//!
+//! Each connection is served by hyper's HTTP/1.1 server with a deadline on
+//! reading the request head, so a slow client holds only its own
+//! connection. Shutdown stops accepting, lets requests in flight finish
+//! within the drain deadline, and returns.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
+
+/// How long a client may take to send a request head.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long shutdown waits for requests in flight.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// Why the daemon could not listen.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error("another daemon already listens on {0}")]
+    InUse(PathBuf),
+    #[error("{0} exists and is not a socket; refusing to replace it")]
+    NotASocket(PathBuf),
+    #[error("{addr} is not a loopback address; the daemon never listens beyond loopback")]
+    NotLoopback { addr: SocketAddr },
+    #[error("cannot listen on {what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+/// A bound listener.
+#[derive(Debug)]
+pub enum Listener {
+    Unix(UnixListener, PathBuf),
+    Tcp(TcpListener),
+}
+
+/// Binds the Unix socket at `path` (mode 0600), replacing a stale socket
+/// left by a dead daemon but never a live one.
+pub async fn bind_unix(path: &Path) -> Result<Listener, ListenError> {
+    let io = |source| ListenError::Io {
+        what: path.display().to_string(),
+        source,
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if tokio::net::UnixStream::connect(path).await.is_ok() {
+                return Err(ListenError::InUse(path.to_path_buf()));
+            }
+            std::fs::remove_file(path).map_err(io)?;
+        }
+        Ok(_) => return Err(ListenError::NotASocket(path.to_path_buf())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(e)),
+    }
+    let listener = UnixListener::bind(path).map_err(io)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+    Ok(Listener::Unix(listener, path.to_path_buf()))
+}
+
+/// Binds a loopback TCP address.
+pub async fn bind_tcp(addr: SocketAddr) -> Result<Listener, ListenError> {
+    if !addr.ip().is_loopback() {
+        return Err(ListenError::NotLoopback { addr });
+    }
+    let l = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ListenError::Io {
+            what: addr.to_string(),
+            source,
+        })?;
+    Ok(Listener::Tcp(l))
+}
+
+impl Listener {
+    /// Where it listens, for the log.
+    pub fn describe(&self) -> String {
+        match self {
+            Listener::Unix(_, p) => format!("unix:{}", p.display()),
+            Listener::Tcp(l) => l
+                .local_addr()
+                .map(|a| format!("tcp:{a}"))
+                .unwrap_or_else(|_| "tcp:?".into()),
+        }
+    }
+}
+
+fn serve_conn<IO>(router: &Router, graceful: &GracefulShutdown, io: IO)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = TowerToHyperService::new(router.clone());
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(io), service);
+    let conn = graceful.watch(conn);
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
+    });
+}
+
+/// Serves `router` on `listeners` until `shutdown` resolves, then drains.
+pub async fn serve(router: Router, listeners: Vec<Listener>, shutdown: impl Future<Output = ()>) {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut tasks = Vec::new();
+    for listener in listeners {
+        let router = router.clone();
+        let mut stop = stop_rx.clone();
+        // Each listener accepts on its own task and watches its own
+        // connections; the task hands the watcher back for draining.
+        tasks.push(tokio::spawn(async move {
+            let graceful = GracefulShutdown::new();
+            loop {
+                let accepted = tokio::select! {
+                    _ = stop.changed() => break,
+                    a = accept(&listener) => a,
+                };
+                match accepted {
+                    Ok(Accepted::Unix(s)) => serve_conn(&router, &graceful, s),
+                    Ok(Accepted::Tcp(s)) => serve_conn(&router, &graceful, s),
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+            graceful
+        }));
+    }
+    shutdown.await;
+    let _ = stop_tx.send(true);
+    let mut watchers = Vec::new();
+    for t in tasks {
+        if let Ok(g) = t.await {
+            watchers.push(g);
+        }
+    }
+    let drain = async {
+        for g in watchers {
+            g.shutdown().await;
+        }
+    };
+    if tokio::time::timeout(DRAIN_TIMEOUT, drain).await.is_err() {
+        tracing::warn!("requests still in flight after the drain deadline; closing them");
+    }
+}
+
+enum Accepted {
+    Unix(tokio::net::UnixStream),
+    Tcp(tokio::net::TcpStream),
+}
+
+async fn accept(l: &Listener) -> std::io::Result<Accepted> {
+    match l {
+        Listener::Unix(u, _) => u.accept().await.map(|(s, _)| Accepted::Unix(s)),
+        Listener::Tcp(t) => t.accept().await.map(|(s, _)| {
+            let _ = s.set_nodelay(true);
+            Accepted::Tcp(s)
+        }),
+    }
+}

@@ -1,0 +1,489 @@
+//! The meaning of the nine actions, on top of the primitive [`Driver`].
+//!
+//! 1. [`plan`] checks a whole batch before anything runs: limits, key
+//!    names, and every coordinate in the model's space through the one
+//!    [`ScaleMap::to_screen`]. A refused batch reaches the driver zero times.
+//! 2. [`run`] carries the steps out once, in order, stopping at the first
+//!    failure, and reports which action failed, how many completed, and
+//!    whether the failing one had already injected input.
+//! 3. Whatever the outcome (error, deadline, cancellation), every key and
+//!    button pressed here is released before `run` returns ([`Input`]).
+
+use std::time::Duration;
+
+use sandtop_protocol::{
+    Action, ActionRejection, BatchRequest, ErrorBody, ErrorCode, ScaleMap, Size, limits,
+};
+use xkeysym::Keysym;
+
+use super::Cancel;
+use crate::driver::{Driver, DriverError};
+use crate::keys;
+
+/// An action checked and mapped to screen pixels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Click {
+        button: u8,
+        at: (u32, u32),
+        held: Vec<Keysym>,
+    },
+    DoubleClick {
+        at: (u32, u32),
+        held: Vec<Keysym>,
+    },
+    Drag {
+        path: Vec<(u32, u32)>,
+        held: Vec<Keysym>,
+    },
+    Keypress {
+        keys: Vec<Keysym>,
+    },
+    Move {
+        at: (u32, u32),
+        held: Vec<Keysym>,
+    },
+    Scroll {
+        at: (u32, u32),
+        clicks_x: i32,
+        clicks_y: i32,
+        held: Vec<Keysym>,
+    },
+    Type {
+        text: String,
+    },
+    Wait,
+    Screenshot,
+}
+
+/// Largest pointer jump between two motion events of a drag, in pixels.
+pub const DRAG_STEP_PX: u32 = 16;
+/// Most intermediate motion events between two points of a drag path.
+pub const DRAG_MAX_STEPS: u32 = 64;
+
+/// Wheel clicks for a pixel-like scroll distance: one click per
+/// [`limits::SCROLL_PIXELS_PER_CLICK`], rounded to nearest, and at least one
+/// for any non-zero distance.
+pub fn wheel_clicks(distance: i64) -> i32 {
+    if distance == 0 {
+        return 0;
+    }
+    let per = limits::SCROLL_PIXELS_PER_CLICK;
+    let n = ((distance.unsigned_abs() + per / 2) / per).max(1);
+    let n = i32::try_from(n).unwrap_or(i32::MAX);
+    if distance < 0 { -n } else { n }
+}
+
+fn reject(index: usize, code: ErrorCode, message: impl Into<String>) -> ErrorBody {
+    ErrorBody {
+        index: Some(index),
+        executed: Some(0),
+        partial: Some(false),
+        ..ErrorBody::new(code, message)
+    }
+}
+
+fn resolve_keys(index: usize, names: &[String]) -> Result<Vec<Keysym>, ErrorBody> {
+    names
+        .iter()
+        .map(|n| keys::lookup(n).map_err(|e| reject(index, ErrorCode::UnknownKey, e.to_string())))
+        .collect()
+}
+
+/// Checks and maps a batch. `screen` is the screen size now.
+pub fn plan(req: &BatchRequest, screen: Size) -> Result<(Vec<Step>, ScaleMap), ErrorBody> {
+    let opts = &req.screenshot;
+    let map = ScaleMap::fit(screen, opts.region, opts.size, opts.fit).map_err(|e| ErrorBody {
+        executed: Some(0),
+        ..ErrorBody::new(ErrorCode::BadRequest, format!("screenshot options: {e}"))
+    })?;
+    if let Some(expected) = &req.expect_scale_map
+        && *expected != map
+    {
+        return Err(ErrorBody {
+            executed: Some(0),
+            ..ErrorBody::new(
+                ErrorCode::StaleScaleMap,
+                format!(
+                    "the screen is {} now; the coordinates refer to a screenshot of a {} screen \
+                     (take a new screenshot)",
+                    map.screen, expected.screen
+                ),
+            )
+        });
+    }
+    if req.actions.len() > limits::MAX_ACTIONS {
+        return Err(ErrorBody {
+            executed: Some(0),
+            ..ErrorBody::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "{} actions in one batch, at most {} allowed",
+                    req.actions.len(),
+                    limits::MAX_ACTIONS
+                ),
+            )
+        });
+    }
+    let mut steps = Vec::with_capacity(req.actions.len());
+    for (i, action) in req.actions.iter().enumerate() {
+        action.check_limits().map_err(|r| {
+            let code = match r {
+                ActionRejection::Limit(_) => ErrorCode::LimitExceeded,
+                ActionRejection::OutOfBounds { .. } => ErrorCode::OutOfBounds,
+                ActionRejection::BadText(_) | ActionRejection::Invalid(_) => {
+                    ErrorCode::InvalidAction
+                }
+            };
+            reject(i, code, format!("{}: {r}", action.kind()))
+        })?;
+        let at = |x: i64, y: i64| {
+            map.to_screen(x, y)
+                .map_err(|e| reject(i, ErrorCode::OutOfBounds, format!("{}: {e}", action.kind())))
+        };
+        let held = |k: &Option<Vec<String>>| resolve_keys(i, k.as_deref().unwrap_or(&[]));
+        let step = match action {
+            Action::Click { button, x, y, keys } => Step::Click {
+                button: button.x11_number(),
+                at: at(*x, *y)?,
+                held: held(keys)?,
+            },
+            Action::DoubleClick { x, y, keys } => Step::DoubleClick {
+                at: at(*x, *y)?,
+                held: held(keys)?,
+            },
+            Action::Drag { path, keys } => Step::Drag {
+                path: path
+                    .iter()
+                    .map(|p| at(p.x, p.y))
+                    .collect::<Result<_, _>>()?,
+                held: held(keys)?,
+            },
+            Action::Keypress { keys } => Step::Keypress {
+                keys: resolve_keys(i, keys)?,
+            },
+            Action::Move { x, y, keys } => Step::Move {
+                at: at(*x, *y)?,
+                held: held(keys)?,
+            },
+            Action::Scroll {
+                x,
+                y,
+                scroll_x,
+                scroll_y,
+                keys,
+            } => Step::Scroll {
+                at: at(*x, *y)?,
+                clicks_x: wheel_clicks(*scroll_x),
+                clicks_y: wheel_clicks(*scroll_y),
+                held: held(keys)?,
+            },
+            Action::Type { text } => Step::Type { text: text.clone() },
+            Action::Wait {} => Step::Wait,
+            Action::Screenshot {} => Step::Screenshot,
+        };
+        steps.push(step);
+    }
+    Ok((steps, map))
+}
+
+/// Tracks what is held down so it can always be released.
+#[derive(Debug, Default)]
+pub struct Input {
+    keys: Vec<Keysym>,
+    buttons: Vec<u8>,
+    /// Whether the current step has injected anything yet.
+    emitted: bool,
+}
+
+impl Input {
+    /// Whether anything is held.
+    pub fn is_clear(&self) -> bool {
+        self.keys.is_empty() && self.buttons.is_empty()
+    }
+
+    fn key_down(&mut self, d: &mut dyn Driver, k: Keysym) -> Result<(), DriverError> {
+        self.emitted = true;
+        d.key(k, true)?;
+        self.keys.push(k);
+        Ok(())
+    }
+
+    fn key_up(&mut self, d: &mut dyn Driver, k: Keysym) -> Result<(), DriverError> {
+        d.key(k, false)?;
+        if let Some(i) = self.keys.iter().rposition(|&h| h == k) {
+            self.keys.remove(i);
+        }
+        Ok(())
+    }
+
+    fn button_down(&mut self, d: &mut dyn Driver, b: u8) -> Result<(), DriverError> {
+        self.emitted = true;
+        d.button(b, true)?;
+        self.buttons.push(b);
+        Ok(())
+    }
+
+    fn button_up(&mut self, d: &mut dyn Driver, b: u8) -> Result<(), DriverError> {
+        d.button(b, false)?;
+        if let Some(i) = self.buttons.iter().rposition(|&h| h == b) {
+            self.buttons.remove(i);
+        }
+        Ok(())
+    }
+
+    fn click(&mut self, d: &mut dyn Driver, b: u8) -> Result<(), DriverError> {
+        self.button_down(d, b)?;
+        self.button_up(d, b)
+    }
+
+    fn motion(&mut self, d: &mut dyn Driver, (x, y): (u32, u32)) -> Result<(), DriverError> {
+        self.emitted = true;
+        d.motion(x, y)
+    }
+
+    fn hold(&mut self, d: &mut dyn Driver, keys: &[Keysym]) -> Result<(), DriverError> {
+        keys.iter().try_for_each(|&k| self.key_down(d, k))
+    }
+
+    fn unhold(&mut self, d: &mut dyn Driver, keys: &[Keysym]) -> Result<(), DriverError> {
+        keys.iter().rev().try_for_each(|&k| self.key_up(d, k))
+    }
+
+    /// Releases every held button, then every held key (last pressed
+    /// first), and flushes. Carries on past errors so one failure does not
+    /// leave the rest held; whatever could not be released stays recorded
+    /// so a new connection can release it.
+    pub fn release_all(&mut self, d: &mut dyn Driver) -> Result<(), DriverError> {
+        let mut first_err = None;
+        let mut buttons = Vec::new();
+        while let Some(b) = self.buttons.pop() {
+            if let Err(e) = d.button(b, false) {
+                buttons.insert(0, b);
+                first_err.get_or_insert(e);
+            }
+        }
+        let mut keys = Vec::new();
+        while let Some(k) = self.keys.pop() {
+            if let Err(e) = d.key(k, false) {
+                keys.insert(0, k);
+                first_err.get_or_insert(e);
+            }
+        }
+        self.buttons = buttons;
+        self.keys = keys;
+        if let Err(e) = d.flush() {
+            first_err.get_or_insert(e);
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// Why a batch stopped.
+#[derive(Debug)]
+pub struct Failure {
+    pub index: usize,
+    pub partial: bool,
+    pub error: DriverError,
+}
+
+/// Runs `steps` in order, once. On failure everything held is released
+/// before returning.
+pub fn run(
+    d: &mut dyn Driver,
+    input: &mut Input,
+    steps: &[Step],
+    cancel: &Cancel,
+) -> Result<(), Failure> {
+    for (index, step) in steps.iter().enumerate() {
+        input.emitted = false;
+        let result = cancel
+            .check()
+            .and_then(|()| run_step(d, input, step, cancel))
+            .and_then(|()| d.flush());
+        if let Err(error) = result {
+            let partial = input.emitted;
+            if let Err(e) = input.release_all(d) {
+                tracing::warn!(error = %e, "releasing input after a failed action");
+            }
+            return Err(Failure {
+                index,
+                partial,
+                error,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn run_step(
+    d: &mut dyn Driver,
+    input: &mut Input,
+    step: &Step,
+    cancel: &Cancel,
+) -> Result<(), DriverError> {
+    match step {
+        Step::Click { button, at, held } => {
+            input.motion(d, *at)?;
+            input.hold(d, held)?;
+            input.click(d, *button)?;
+            input.unhold(d, held)
+        }
+        Step::DoubleClick { at, held } => {
+            // Both clicks go out back to back, well inside any client's
+            // double-click interval (GTK and Qt: 400 ms, xterm: 250 ms).
+            input.motion(d, *at)?;
+            input.hold(d, held)?;
+            input.click(d, 1)?;
+            input.click(d, 1)?;
+            input.unhold(d, held)
+        }
+        Step::Drag { path, held } => {
+            // `plan` guarantees at least two points.
+            let Some((first, rest)) = path.split_first() else {
+                return Ok(());
+            };
+            input.motion(d, *first)?;
+            input.hold(d, held)?;
+            input.button_down(d, 1)?;
+            let mut from = *first;
+            for &to in rest {
+                cancel.check()?;
+                for p in intermediate(from, to) {
+                    input.motion(d, p)?;
+                }
+                input.motion(d, to)?;
+                d.flush()?;
+                from = to;
+            }
+            input.button_up(d, 1)?;
+            input.unhold(d, held)
+        }
+        Step::Keypress { keys } => {
+            // Press in order, release in reverse.
+            input.hold(d, keys)?;
+            input.unhold(d, keys)
+        }
+        Step::Move { at, held } => {
+            input.hold(d, held)?;
+            input.motion(d, *at)?;
+            input.unhold(d, held)
+        }
+        Step::Scroll {
+            at,
+            clicks_x,
+            clicks_y,
+            held,
+        } => {
+            input.motion(d, *at)?;
+            input.hold(d, held)?;
+            // X buttons: 4 up, 5 down, 6 left, 7 right.
+            let v = if *clicks_y < 0 { 4 } else { 5 };
+            for _ in 0..clicks_y.unsigned_abs() {
+                cancel.check()?;
+                input.click(d, v)?;
+            }
+            let h = if *clicks_x < 0 { 6 } else { 7 };
+            for _ in 0..clicks_x.unsigned_abs() {
+                cancel.check()?;
+                input.click(d, h)?;
+            }
+            input.unhold(d, held)
+        }
+        Step::Type { text } => type_text(d, input, text, cancel),
+        Step::Wait => {
+            d.sync()?;
+            d.settle(
+                Duration::from_millis(limits::WAIT_QUIET_MS),
+                Duration::from_millis(limits::WAIT_CAP_MS),
+                cancel,
+            )
+            .map(|_| ())
+        }
+        Step::Screenshot => Ok(()),
+    }
+}
+
+/// Types text: `\n`, `\r` and `\r\n` are Return, `\t` is Tab, everything
+/// else goes through the layout-independent [`Driver::type_char`].
+fn type_text(
+    d: &mut dyn Driver,
+    input: &mut Input,
+    text: &str,
+    cancel: &Cancel,
+) -> Result<(), DriverError> {
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        cancel.check()?;
+        input.emitted = true;
+        match c {
+            '\r' | '\n' => {
+                if c == '\r' && chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                d.key(Keysym::Return, true)?;
+                d.key(Keysym::Return, false)?;
+            }
+            '\t' => {
+                d.key(Keysym::Tab, true)?;
+                d.key(Keysym::Tab, false)?;
+            }
+            c => d.type_char(c)?,
+        }
+    }
+    Ok(())
+}
+
+/// Motion points strictly between `from` and `to`, at most
+/// [`DRAG_STEP_PX`] apart and at most [`DRAG_MAX_STEPS`] of them.
+pub fn intermediate(from: (u32, u32), to: (u32, u32)) -> Vec<(u32, u32)> {
+    let dx = i64::from(to.0) - i64::from(from.0);
+    let dy = i64::from(to.1) - i64::from(from.1);
+    let dist = dx.unsigned_abs().max(dy.unsigned_abs());
+    let n = dist
+        .div_ceil(u64::from(DRAG_STEP_PX))
+        .min(u64::from(DRAG_MAX_STEPS)) as i64;
+    (1..n)
+        .map(|i| {
+            (
+                (i64::from(from.0) + dx * i / n) as u32,
+                (i64::from(from.1) + dy * i / n) as u32,
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scroll_distance_becomes_a_few_wheel_clicks() {
+        assert_eq!(wheel_clicks(0), 0);
+        assert_eq!(wheel_clicks(1), 1);
+        assert_eq!(wheel_clicks(-1), -1);
+        assert_eq!(wheel_clicks(50), 1);
+        assert_eq!(wheel_clicks(74), 1);
+        assert_eq!(wheel_clicks(75), 2);
+        assert_eq!(wheel_clicks(300), 6);
+        assert_eq!(wheel_clicks(-300), -6);
+        assert_eq!(wheel_clicks(10_000), 200);
+    }
+
+    #[test]
+    fn intermediate_points_are_bounded_and_between() {
+        assert!(intermediate((0, 0), (10, 0)).is_empty());
+        let pts = intermediate((0, 0), (100, 50));
+        assert_eq!(pts.len(), 6);
+        let mut prev = (0u32, 0u32);
+        for &p in pts.iter().chain([(100, 50)].iter()) {
+            assert!(p.0.abs_diff(prev.0) <= DRAG_STEP_PX && p.1.abs_diff(prev.1) <= DRAG_STEP_PX);
+            prev = p;
+        }
+        assert_eq!(
+            intermediate((0, 0), (5000, 0)).len() as u32,
+            DRAG_MAX_STEPS - 1
+        );
+        assert_eq!(intermediate((100, 100), (0, 0)).len(), 6);
+    }
+}

@@ -1,0 +1,451 @@
+//! The desktop task: the single owner of the driver (and so of the X
+//! connection). Requests come in over a channel, replies go out on
+//! oneshots; input therefore never interleaves.
+//!
+//! One job:
+//! 1. the API takes the input gate (a semaphore of one) or answers `busy`;
+//! 2. the job reaches this thread with the gate's permit and a [`Cancel`];
+//! 3. the thread connects the driver if needed, plans the batch (nothing
+//!    runs if any action is refused), runs it, settles, captures, renders;
+//! 4. it releases any held input, drops the permit, then replies, so the
+//!    next request never sees a stale `busy`.
+
+pub mod exec;
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sandtop_protocol::{
+    BatchRequest, BatchResponse, Capabilities, ErrorBody, ErrorCode, ScaleMap, ScreenshotOptions,
+    ScreenshotResponse, Size, Timings, limits,
+};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+
+use crate::capture::Renderer;
+use crate::driver::{Driver, DriverError};
+use exec::Input;
+
+/// Cancellation and deadline of one request, checked between primitives.
+#[derive(Debug, Clone)]
+pub struct Cancel {
+    flag: Arc<AtomicBool>,
+    deadline: Instant,
+}
+
+impl Cancel {
+    pub fn new(deadline: Instant) -> Cancel {
+        Cancel {
+            flag: Arc::default(),
+            deadline,
+        }
+    }
+
+    pub fn cancel(&self) {
+        self.flag.store(true, Ordering::Release);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
+    }
+
+    /// `Err(Cancelled)` once cancelled or past the deadline.
+    pub fn check(&self) -> Result<(), DriverError> {
+        if self.is_cancelled() || Instant::now() >= self.deadline {
+            Err(DriverError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The wire code for a stop: `cancelled` or `timeout`.
+    pub fn code(&self) -> ErrorCode {
+        if self.is_cancelled() {
+            ErrorCode::Cancelled
+        } else {
+            ErrorCode::Timeout
+        }
+    }
+}
+
+/// What the desktop knows about its display, for `info` and `health`.
+#[derive(Debug, Default)]
+pub struct DesktopStatus {
+    pub connected: AtomicBool,
+    pub display: Mutex<Option<Size>>,
+    pub capabilities: Mutex<Option<Capabilities>>,
+}
+
+/// Opens a driver (a new X connection, or a fake).
+pub type Connect = Box<dyn FnMut() -> Result<Box<dyn Driver>, DriverError> + Send>;
+
+type Reply<T> = oneshot::Sender<Result<T, ErrorBody>>;
+
+/// A request for the desktop task.
+#[derive(Debug)]
+pub enum Job {
+    Batch {
+        request: BatchRequest,
+        cancel: Cancel,
+        permit: OwnedSemaphorePermit,
+        reply: Reply<BatchResponse>,
+    },
+    Screenshot {
+        options: ScreenshotOptions,
+        cancel: Cancel,
+        permit: OwnedSemaphorePermit,
+        reply: Reply<ScreenshotResponse>,
+    },
+    /// The display was restarted: drop the old connection, open a new one.
+    Reconnect,
+    /// Release everything and stop.
+    Stop,
+}
+
+/// The handle the API and the supervisor hold.
+#[derive(Debug, Clone)]
+pub struct DesktopHandle {
+    tx: mpsc::Sender<Job>,
+    /// One input request at a time; a second one gets `busy`.
+    pub gate: Arc<Semaphore>,
+    pub status: Arc<DesktopStatus>,
+}
+
+impl DesktopHandle {
+    /// Queues a job. Fails only when the desktop task is gone.
+    pub fn send(&self, job: Job) -> Result<(), ErrorBody> {
+        self.tx
+            .send(job)
+            .map_err(|_| ErrorBody::new(ErrorCode::Internal, "the desktop task has stopped"))
+    }
+
+    /// Takes the input gate, or says `busy`.
+    pub fn try_acquire(&self) -> Result<OwnedSemaphorePermit, ErrorBody> {
+        Arc::clone(&self.gate).try_acquire_owned().map_err(|_| {
+            ErrorBody::new(
+                ErrorCode::Busy,
+                "another input request is running on this desktop",
+            )
+        })
+    }
+}
+
+/// Starts the desktop task on its own thread (the driver is blocking).
+pub fn spawn(connect: Connect) -> (DesktopHandle, std::thread::JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel();
+    let status = Arc::new(DesktopStatus::default());
+    let handle = DesktopHandle {
+        tx,
+        gate: Arc::new(Semaphore::new(1)),
+        status: Arc::clone(&status),
+    };
+    let join = std::thread::Builder::new()
+        .name("desktop".into())
+        .spawn(move || Desktop::new(connect, status).run(rx))
+        .unwrap_or_else(|e| panic!("cannot start the desktop thread: {e}"));
+    (handle, join)
+}
+
+struct Desktop {
+    connect: Connect,
+    driver: Option<Box<dyn Driver>>,
+    status: Arc<DesktopStatus>,
+    input: Input,
+    renderer: Renderer,
+}
+
+/// How long the task waits for work before housekeeping.
+const IDLE_TICK: Duration = Duration::from_millis(500);
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+impl Desktop {
+    fn new(connect: Connect, status: Arc<DesktopStatus>) -> Desktop {
+        Desktop {
+            connect,
+            driver: None,
+            status,
+            input: Input::default(),
+            renderer: Renderer::new(),
+        }
+    }
+
+    fn run(mut self, rx: mpsc::Receiver<Job>) {
+        let _ = self.ensure_driver();
+        loop {
+            let job = match rx.recv_timeout(IDLE_TICK) {
+                Ok(job) => job,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    self.housekeeping();
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            if matches!(job, Job::Stop) {
+                break;
+            }
+            // A panic while handling one job must not take the daemon down
+            // or leave keys held (SECURITY.md A11, A15): it becomes an
+            // `internal` error and input is released with a fresh
+            // connection if need be.
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| self.handle(job)));
+            if outcome.is_err() {
+                tracing::error!("a desktop job panicked; releasing input and reconnecting");
+                self.recover_after_panic();
+            }
+        }
+        self.release_input();
+        self.driver = None;
+        self.status.connected.store(false, Ordering::Release);
+    }
+
+    fn handle(&mut self, job: Job) {
+        match job {
+            Job::Batch {
+                request,
+                cancel,
+                permit,
+                reply,
+            } => {
+                let result = self.batch(&request, &cancel);
+                drop(permit);
+                let _ = reply.send(result);
+            }
+            Job::Screenshot {
+                options,
+                cancel,
+                permit,
+                reply,
+            } => {
+                let result = self.screenshot_only(&options, &cancel);
+                drop(permit);
+                let _ = reply.send(result);
+            }
+            Job::Reconnect => {
+                self.driver = None;
+                self.input = Input::default();
+                let _ = self.ensure_driver();
+            }
+            Job::Stop => {}
+        }
+    }
+
+    fn ensure_driver(&mut self) -> Result<(), ErrorBody> {
+        if self.driver.is_none() {
+            match (self.connect)() {
+                Ok(mut d) => {
+                    let size = d.screen_size().ok();
+                    *lock(&self.status.display) = size;
+                    *lock(&self.status.capabilities) = Some(d.capabilities());
+                    self.status.connected.store(true, Ordering::Release);
+                    self.driver = Some(d);
+                    // Keys a lost connection left held are released
+                    // through the new one.
+                    self.release_input();
+                }
+                Err(e) => {
+                    self.status.connected.store(false, Ordering::Release);
+                    return Err(ErrorBody::new(ErrorCode::DisplayUnavailable, e.to_string()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The driver with the input tracker and renderer, borrowed apart.
+    fn parts(&mut self) -> Result<(&mut dyn Driver, &mut Input, &mut Renderer), ErrorBody> {
+        self.ensure_driver()?;
+        let Desktop {
+            driver,
+            input,
+            renderer,
+            ..
+        } = self;
+        let d = driver
+            .as_deref_mut()
+            .ok_or_else(|| ErrorBody::new(ErrorCode::DisplayUnavailable, "no display"))?;
+        Ok((d, input, renderer))
+    }
+
+    /// Called when the driver reported a fatal error: forget it, so the
+    /// next request reconnects.
+    fn lose_driver(&mut self, e: &DriverError) {
+        if e.is_fatal() {
+            tracing::warn!(error = %e, "lost the X connection");
+            self.driver = None;
+            self.status.connected.store(false, Ordering::Release);
+        }
+    }
+
+    fn driver_error(&mut self, e: DriverError, cancel: &Cancel) -> ErrorBody {
+        let code = match &e {
+            DriverError::Cancelled => cancel.code(),
+            DriverError::Display(_) => ErrorCode::DisplayUnavailable,
+            _ => ErrorCode::Internal,
+        };
+        self.lose_driver(&e);
+        let message = match code {
+            ErrorCode::Timeout => "the request ran past its deadline".to_string(),
+            ErrorCode::Cancelled => "the request was cancelled".to_string(),
+            _ => e.to_string(),
+        };
+        ErrorBody::new(code, message)
+    }
+
+    fn batch(&mut self, req: &BatchRequest, cancel: &Cancel) -> Result<BatchResponse, ErrorBody> {
+        let t0 = Instant::now();
+        let (driver, _, _) = self.parts()?;
+        let screen = match driver.screen_size() {
+            Ok(s) => s,
+            Err(e) => return Err(self.driver_error(e, cancel)),
+        };
+        let (steps, map) = exec::plan(req, screen)?;
+        let (driver, input, _) = self.parts()?;
+        let run = exec::run(driver, input, &steps, cancel);
+        if let Err(f) = run {
+            let mut body = self.driver_error(f.error, cancel);
+            body.index = Some(f.index);
+            body.executed = Some(f.index);
+            body.partial = Some(f.partial);
+            body.message = format!(
+                "action {} ({}): {}",
+                f.index,
+                req.actions[f.index].kind(),
+                body.message
+            );
+            return Err(body);
+        }
+        let actions_ms = ms(t0.elapsed());
+        let executed = steps.len();
+        let (screenshot, mut timings) =
+            self.capture(&map, &req.screenshot, true, cancel)
+                .map_err(|mut body| {
+                    // Every action ran; only the screenshot failed.
+                    body.executed = Some(executed);
+                    body
+                })?;
+        timings.actions_ms = actions_ms;
+        timings.total_ms = ms(t0.elapsed());
+        Ok(BatchResponse {
+            executed,
+            screenshot,
+            timings,
+        })
+    }
+
+    fn screenshot_only(
+        &mut self,
+        options: &ScreenshotOptions,
+        cancel: &Cancel,
+    ) -> Result<ScreenshotResponse, ErrorBody> {
+        let t0 = Instant::now();
+        let (driver, _, _) = self.parts()?;
+        let screen = match driver.screen_size() {
+            Ok(s) => s,
+            Err(e) => return Err(self.driver_error(e, cancel)),
+        };
+        let map =
+            ScaleMap::fit(screen, options.region, options.size, options.fit).map_err(|e| {
+                ErrorBody::new(ErrorCode::BadRequest, format!("screenshot options: {e}"))
+            })?;
+        // A screenshot on its own captures now: settling is for after input.
+        let (screenshot, mut timings) = self.capture(&map, options, false, cancel)?;
+        timings.total_ms = ms(t0.elapsed());
+        Ok(ScreenshotResponse {
+            screenshot,
+            timings,
+        })
+    }
+
+    /// Settle (after input), capture, render. The map was computed for
+    /// this screen.
+    fn capture(
+        &mut self,
+        map: &ScaleMap,
+        options: &ScreenshotOptions,
+        settle: bool,
+        cancel: &Cancel,
+    ) -> Result<(sandtop_protocol::Screenshot, Timings), ErrorBody> {
+        let mut timings = Timings::default();
+        let (driver, _, _) = self.parts()?;
+        let t = Instant::now();
+        let settled = if settle {
+            driver.sync().and_then(|()| {
+                driver.settle(
+                    Duration::from_millis(limits::SETTLE_QUIET_MS),
+                    Duration::from_millis(limits::SETTLE_CAP_MS),
+                    cancel,
+                )
+            })
+        } else {
+            Ok(false)
+        };
+        let settled = match settled {
+            Ok(s) => s,
+            Err(e) => return Err(self.driver_error(e, cancel)),
+        };
+        timings.settle_ms = ms(t.elapsed());
+        timings.settled = settled;
+        let (driver, _, _) = self.parts()?;
+        let cursor = if options.cursor {
+            match driver.cursor() {
+                Ok(c) => c,
+                Err(e) => return Err(self.driver_error(e, cancel)),
+            }
+        } else {
+            None
+        };
+        let t = Instant::now();
+        let (driver, _, renderer) = self.parts()?;
+        let frame = match driver.capture(map.region) {
+            Ok(f) => f,
+            Err(e) => return Err(self.driver_error(e, cancel)),
+        };
+        timings.capture_ms = ms(t.elapsed());
+        let (shot, rt) = renderer
+            .render(frame, cursor.as_ref(), map, options.format)
+            .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
+        timings.scale_ms = rt.scale_ms;
+        timings.encode_ms = rt.encode_ms;
+        Ok((shot, timings))
+    }
+
+    fn housekeeping(&mut self) {
+        if let Some(d) = self.driver.as_mut()
+            && let Err(e) = d.idle()
+        {
+            self.lose_driver(&e);
+        }
+        if self.driver.is_none() {
+            let _ = self.ensure_driver();
+        }
+    }
+
+    fn release_input(&mut self) {
+        if self.input.is_clear() {
+            return;
+        }
+        if let Some(d) = self.driver.as_deref_mut()
+            && let Err(e) = self.input.release_all(d)
+        {
+            tracing::warn!(error = %e, "releasing held input");
+        }
+    }
+
+    fn recover_after_panic(&mut self) {
+        self.release_input();
+        if !self.input.is_clear() {
+            // The old connection is suspect: release through a new one.
+            self.driver = None;
+            let _ = self.ensure_driver();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,176 @@
+//! A driver that records what it is asked to do, for the unit and api
+//! tiers: no X server, no sockets.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use sandtop_protocol::{Capabilities, ImageFormat, Rect, Size};
+use xkeysym::Keysym;
+
+use super::{CursorImage, Driver, DriverError, FrameView};
+use crate::desktop::Cancel;
+
+/// One primitive the fake received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Motion(u32, u32),
+    Button(u8, bool),
+    Key(u32, bool),
+    Char(char),
+    Settle,
+    Capture(Rect),
+}
+
+/// Knobs and the record, shared between the test and the driver.
+#[derive(Debug, Default)]
+pub struct FakeState {
+    pub events: Vec<Event>,
+    /// Fail the n-th input primitive (0-based) with a display error.
+    pub fail_at: Option<usize>,
+    /// Panic in the n-th input primitive (0-based), to test that a panic
+    /// neither kills the daemon nor leaves input held.
+    pub panic_at: Option<usize>,
+    /// Sleep this long in every input primitive (to hold a request open).
+    pub slow: Option<Duration>,
+    /// Primitives seen so far.
+    pub primitives: usize,
+}
+
+/// The fake driver. Cloning the handle from [`FakeDriver::state`] lets a
+/// test look at the record while the daemon owns the driver.
+#[derive(Debug)]
+pub struct FakeDriver {
+    size: Size,
+    state: Arc<Mutex<FakeState>>,
+    frame: Vec<u8>,
+}
+
+impl FakeDriver {
+    pub fn new(size: Size) -> FakeDriver {
+        // A known pattern: B = x, G = y, R = x ^ y (mod 256), X = 0 (not
+        // 0xff, like real servers sometimes send).
+        let mut frame = vec![0u8; size.width as usize * size.height as usize * 4];
+        for y in 0..size.height {
+            for x in 0..size.width {
+                let i = (y as usize * size.width as usize + x as usize) * 4;
+                frame[i] = x as u8;
+                frame[i + 1] = y as u8;
+                frame[i + 2] = (x ^ y) as u8;
+                frame[i + 3] = 0;
+            }
+        }
+        FakeDriver {
+            size,
+            state: Arc::default(),
+            frame,
+        }
+    }
+
+    pub fn state(&self) -> Arc<Mutex<FakeState>> {
+        Arc::clone(&self.state)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, FakeState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn input(&mut self, event: Event) -> Result<(), DriverError> {
+        let slow = {
+            let mut s = self.lock();
+            let n = s.primitives;
+            s.primitives += 1;
+            if s.panic_at == Some(n) {
+                s.panic_at = None;
+                drop(s);
+                panic!("the fake driver panicked on purpose");
+            }
+            if s.fail_at == Some(n) {
+                return Err(DriverError::Display(
+                    "the fake display failed on purpose".into(),
+                ));
+            }
+            s.events.push(event);
+            s.slow
+        };
+        if let Some(d) = slow {
+            std::thread::sleep(d);
+        }
+        Ok(())
+    }
+}
+
+impl Driver for FakeDriver {
+    fn screen_size(&mut self) -> Result<Size, DriverError> {
+        Ok(self.size)
+    }
+
+    fn motion(&mut self, x: u32, y: u32) -> Result<(), DriverError> {
+        self.input(Event::Motion(x, y))
+    }
+
+    fn button(&mut self, button: u8, down: bool) -> Result<(), DriverError> {
+        self.input(Event::Button(button, down))
+    }
+
+    fn key(&mut self, keysym: Keysym, down: bool) -> Result<(), DriverError> {
+        self.input(Event::Key(keysym.raw(), down))
+    }
+
+    fn type_char(&mut self, c: char) -> Result<(), DriverError> {
+        self.input(Event::Char(c))
+    }
+
+    fn flush(&mut self) -> Result<(), DriverError> {
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), DriverError> {
+        Ok(())
+    }
+
+    fn settle(
+        &mut self,
+        _quiet: Duration,
+        _cap: Duration,
+        cancel: &Cancel,
+    ) -> Result<bool, DriverError> {
+        cancel.check()?;
+        self.lock().events.push(Event::Settle);
+        Ok(true)
+    }
+
+    fn capture(&mut self, region: Rect) -> Result<FrameView<'_>, DriverError> {
+        self.lock().events.push(Event::Capture(region));
+        let stride = self.size.width as usize * 4;
+        let start = region.y as usize * stride + region.x as usize * 4;
+        let end = (region.y + region.height - 1) as usize * stride
+            + (region.x + region.width) as usize * 4;
+        Ok(FrameView {
+            width: region.width,
+            height: region.height,
+            stride,
+            data: &self.frame[start..end],
+        })
+    }
+
+    fn cursor(&mut self) -> Result<Option<CursorImage>, DriverError> {
+        Ok(Some(CursorImage {
+            x: 1,
+            y: 1,
+            width: 2,
+            height: 2,
+            argb: vec![0xff00_ff00; 4],
+        }))
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            xtest: true,
+            shm: false,
+            damage: false,
+            xfixes: false,
+            randr: false,
+            formats: vec![ImageFormat::Png, ImageFormat::Webp],
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The driver: primitive input and capture on one display.
+//!
+//! [`Driver`] is deliberately small: pointer motion, buttons, keys by
+//! keysym, one layout-independent character, sync, settle, capture. The
+//! meaning of the nine computer actions (held keys, drag paths, scroll
+//! ratios, release on error) lives above it in `desktop::exec`, written
+//! once and tested against [`fake::FakeDriver`]. The X11 implementation is
+//! [`x11::X11Driver`].
+
+pub mod fake;
+pub mod x11;
+
+use std::time::Duration;
+
+use sandtop_protocol::{Capabilities, Rect, Size};
+use xkeysym::Keysym;
+
+use crate::desktop::Cancel;
+
+/// What went wrong in the driver.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The display is gone or never came (connection refused, broken pipe).
+    #[error("the X display is not available: {0}")]
+    Display(String),
+    /// The server refused a request.
+    #[error("the X server refused a request: {0}")]
+    Protocol(String),
+    /// A keysym no keycode can carry, even after remapping.
+    #[error("no keycode is free to carry keysym {0:#x}")]
+    NoKeycode(u32),
+    /// The operation was cancelled (deadline or client gone).
+    #[error("cancelled")]
+    Cancelled,
+    /// A required extension is missing.
+    #[error("the X server lacks the {0} extension")]
+    MissingExtension(&'static str),
+}
+
+impl DriverError {
+    /// Whether the connection is unusable afterwards.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, DriverError::Display(_))
+    }
+}
+
+/// One captured frame, borrowed from the driver: B, G, R, X bytes per
+/// pixel (the X byte is not guaranteed to be 0xff), rows `stride` bytes apart.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameView<'a> {
+    pub width: u32,
+    pub height: u32,
+    pub stride: usize,
+    pub data: &'a [u8],
+}
+
+/// The pointer's image: premultiplied ARGB (as XFixes gives it), with the
+/// hotspot already subtracted from the position (`x`, `y` is the top left
+/// corner on the screen; it may be negative).
+#[derive(Debug, Clone)]
+pub struct CursorImage {
+    pub x: i32,
+    pub y: i32,
+    pub width: u32,
+    pub height: u32,
+    pub argb: Vec<u32>,
+}
+
+/// Primitive operations on one display. Not thread-safe by design: one
+/// owner (the desktop task) calls it, so input never interleaves.
+pub trait Driver: Send {
+    /// The current screen size.
+    fn screen_size(&mut self) -> Result<Size, DriverError>;
+    /// Moves the pointer to an absolute screen position.
+    fn motion(&mut self, x: u32, y: u32) -> Result<(), DriverError>;
+    /// Presses or releases an X button (1 left, 2 middle, 3 right, 4/5
+    /// wheel up/down, 6/7 wheel left/right, 8 back, 9 forward).
+    fn button(&mut self, button: u8, down: bool) -> Result<(), DriverError>;
+    /// Presses or releases the key that carries `keysym` (finding or
+    /// making a keycode for it).
+    fn key(&mut self, keysym: Keysym, down: bool) -> Result<(), DriverError>;
+    /// Types one character, whatever the keyboard layout: press and
+    /// release of a key that carries it.
+    fn type_char(&mut self, c: char) -> Result<(), DriverError>;
+    /// Sends buffered requests.
+    fn flush(&mut self) -> Result<(), DriverError>;
+    /// A round trip: every earlier request has been processed.
+    fn sync(&mut self) -> Result<(), DriverError>;
+    /// Waits until the screen has been quiet (no damage) for `quiet`, at
+    /// most `cap`. Returns whether it went quiet before the cap.
+    fn settle(
+        &mut self,
+        quiet: Duration,
+        cap: Duration,
+        cancel: &Cancel,
+    ) -> Result<bool, DriverError>;
+    /// Captures a region of the screen.
+    fn capture(&mut self, region: Rect) -> Result<FrameView<'_>, DriverError>;
+    /// The pointer image and position, when the server can tell.
+    fn cursor(&mut self) -> Result<Option<CursorImage>, DriverError>;
+    /// What the display offers.
+    fn capabilities(&self) -> Capabilities;
+    /// Housekeeping while idle (e.g. reverting remapped keycodes).
+    fn idle(&mut self) -> Result<(), DriverError> {
+        Ok(())
+    }
+}

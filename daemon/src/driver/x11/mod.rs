@@ -1,0 +1,538 @@
+//! The X11 driver: one pure-Rust connection (x11rb), input through XTEST,
+//! capture through MIT-SHM (GetImage when SHM is unavailable), settling on
+//! DAMAGE, the pointer image from XFixes.
+//!
+//! Requests are buffered and flushed once per action; a round trip happens
+//! only where ordering must be observed (before settling and capturing).
+
+pub mod keymap;
+mod shm;
+
+use std::time::{Duration, Instant};
+
+use sandtop_protocol::{Capabilities, ImageFormat as WireFormat, Rect, Size};
+use x11rb::connection::{Connection, RequestConnection};
+use x11rb::errors::{ConnectionError, ReplyError, ReplyOrIdError};
+use x11rb::protocol::Event;
+use x11rb::protocol::damage::{self, ConnectionExt as _};
+use x11rb::protocol::xfixes::ConnectionExt as _;
+use x11rb::protocol::xproto::{self, ConnectionExt as _, ImageOrder, Mapping, Window};
+use x11rb::protocol::xtest::ConnectionExt as _;
+use x11rb::rust_connection::RustConnection;
+use xkeysym::Keysym;
+
+use self::keymap::Keymap;
+use super::{CursorImage, Driver, DriverError, FrameView};
+use crate::desktop::Cancel;
+
+pub(crate) fn conn_err(e: ConnectionError) -> DriverError {
+    DriverError::Display(e.to_string())
+}
+
+pub(crate) fn reply_err(e: ReplyError) -> DriverError {
+    match e {
+        ReplyError::ConnectionError(c) => conn_err(c),
+        ReplyError::X11Error(x) => DriverError::Protocol(format!("{:?}", x.error_kind)),
+    }
+}
+
+fn id_err(e: ReplyOrIdError) -> DriverError {
+    match e {
+        ReplyOrIdError::ConnectionError(c) => conn_err(c),
+        ReplyOrIdError::X11Error(x) => DriverError::Protocol(format!("{:?}", x.error_kind)),
+        ReplyOrIdError::IdsExhausted => DriverError::Protocol("X resource ids exhausted".into()),
+    }
+}
+
+/// The X11 implementation of [`Driver`].
+#[derive(Debug)]
+pub struct X11Driver {
+    conn: RustConnection,
+    root: Window,
+    keymap: Keymap,
+    shift: u8,
+    /// Keycodes pressed together with an automatic Shift.
+    shifted: Vec<u8>,
+    segment: Option<shm::Segment>,
+    /// GetImage fallback buffer.
+    fallback: Vec<u8>,
+    damage: Option<damage::Damage>,
+    caps: Capabilities,
+    last_remap: Option<Instant>,
+}
+
+impl X11Driver {
+    /// Connects to `display` (e.g. `:0`; `None` reads `$DISPLAY`) and
+    /// checks what the server offers. XTEST is required; the rest degrade.
+    pub fn connect(display: Option<&str>) -> Result<X11Driver, DriverError> {
+        let (conn, screen_num) =
+            RustConnection::connect(display).map_err(|e| DriverError::Display(e.to_string()))?;
+        let setup = conn.setup();
+        let screen = setup
+            .roots
+            .get(screen_num)
+            .ok_or_else(|| DriverError::Display(format!("no screen {screen_num}")))?;
+        let root = screen.root;
+        // Capture assumes 24/32-bit TrueColor, little-endian: B, G, R, X.
+        let depth_ok = screen.root_depth == 24
+            && setup
+                .pixmap_formats
+                .iter()
+                .any(|f| f.depth == 24 && f.bits_per_pixel == 32);
+        if !depth_ok || setup.image_byte_order != ImageOrder::LSB_FIRST {
+            return Err(DriverError::Protocol(format!(
+                "unsupported screen format (depth {}, {:?}); run the server at depth 24",
+                screen.root_depth, setup.image_byte_order
+            )));
+        }
+        let min = setup.min_keycode;
+        let max = setup.max_keycode;
+
+        let has = |name: &'static str| -> Result<bool, DriverError> {
+            Ok(conn
+                .extension_information(name)
+                .map_err(conn_err)?
+                .is_some())
+        };
+        if !has(x11rb::protocol::xtest::X11_EXTENSION_NAME)? {
+            return Err(DriverError::MissingExtension("XTEST"));
+        }
+        conn.xtest_get_version(2, 2)
+            .map_err(conn_err)?
+            .reply()
+            .map_err(reply_err)?;
+
+        let shm_ok = has(x11rb::protocol::shm::X11_EXTENSION_NAME)? && {
+            use x11rb::protocol::shm::ConnectionExt as _;
+            let v = conn
+                .shm_query_version()
+                .map_err(conn_err)?
+                .reply()
+                .map_err(reply_err)?;
+            (v.major_version, v.minor_version) >= (1, 2)
+        };
+        let damage_ok = has(damage::X11_EXTENSION_NAME)?
+            && conn
+                .damage_query_version(1, 1)
+                .map_err(conn_err)?
+                .reply()
+                .is_ok();
+        let xfixes_ok = has(x11rb::protocol::xfixes::X11_EXTENSION_NAME)?
+            && conn
+                .xfixes_query_version(4, 0)
+                .map_err(conn_err)?
+                .reply()
+                .is_ok();
+        let randr_ok = has(x11rb::protocol::randr::X11_EXTENSION_NAME)?;
+
+        let km = conn
+            .get_keyboard_mapping(min, max - min + 1)
+            .map_err(conn_err)?
+            .reply()
+            .map_err(reply_err)?;
+        let keymap = Keymap::new(min, km.keysyms_per_keycode, km.keysyms);
+        let shift = keymap
+            .find(xkeysym::key::Shift_L)
+            .map(|(kc, _)| kc)
+            .ok_or_else(|| DriverError::Protocol("the keyboard map has no Shift_L".into()))?;
+
+        let mut driver = X11Driver {
+            conn,
+            root,
+            keymap,
+            shift,
+            shifted: Vec::new(),
+            segment: None,
+            fallback: Vec::new(),
+            damage: None,
+            caps: Capabilities {
+                xtest: true,
+                shm: shm_ok,
+                damage: damage_ok,
+                xfixes: xfixes_ok,
+                randr: randr_ok,
+                formats: vec![WireFormat::Png, WireFormat::Webp],
+            },
+            last_remap: None,
+        };
+        if damage_ok {
+            let id = driver.conn.generate_id().map_err(id_err)?;
+            driver
+                .conn
+                .damage_create(id, root, damage::ReportLevel::NON_EMPTY)
+                .map_err(conn_err)?
+                .check()
+                .map_err(reply_err)?;
+            driver.damage = Some(id);
+        }
+        if shm_ok {
+            let size = driver.screen_size()?;
+            match shm::Segment::new(&driver.conn, frame_bytes(size)) {
+                Ok(seg) => driver.segment = Some(seg),
+                Err(e) => {
+                    // A server on another host or in another IPC namespace
+                    // cannot map our memfd: fall back to GetImage.
+                    tracing::warn!(error = %e, "MIT-SHM attach failed; capturing with GetImage");
+                    driver.caps.shm = false;
+                }
+            }
+        }
+        tracing::info!(
+            spares = driver.keymap.spare_count(),
+            shm = driver.caps.shm,
+            damage = driver.caps.damage,
+            xfixes = driver.caps.xfixes,
+            "connected to the X display"
+        );
+        Ok(driver)
+    }
+
+    fn fake(&self, kind: u8, detail: u8, x: i16, y: i16) -> Result<(), DriverError> {
+        self.conn
+            .xtest_fake_input(kind, detail, x11rb::CURRENT_TIME, self.root, x, y, 0)
+            .map_err(conn_err)?;
+        Ok(())
+    }
+
+    fn key_event(&self, keycode: u8, down: bool) -> Result<(), DriverError> {
+        let kind = if down {
+            xproto::KEY_PRESS_EVENT
+        } else {
+            xproto::KEY_RELEASE_EVENT
+        };
+        self.fake(kind, keycode, 0, 0)
+    }
+
+    /// The keycode for `keysym` and whether Shift is needed, binding a
+    /// spare keycode when the layout has none.
+    fn keycode_for(&mut self, keysym: u32) -> Result<(u8, bool), DriverError> {
+        if let Some(found) = self.keymap.find(keysym) {
+            return Ok(found);
+        }
+        let now = Instant::now();
+        let rebind = self
+            .keymap
+            .bind(keysym, now)
+            .ok_or(DriverError::NoKeycode(keysym))?;
+        if !rebind.wait.is_zero() {
+            // Let clients read the old binding first (see keymap docs).
+            self.conn.flush().map_err(conn_err)?;
+            std::thread::sleep(rebind.wait);
+        }
+        self.conn
+            .change_keyboard_mapping(
+                1,
+                rebind.keycode,
+                self.keymap.per_keycode(),
+                &rebind.keysyms,
+            )
+            .map_err(conn_err)?;
+        self.last_remap = Some(Instant::now());
+        Ok((rebind.keycode, false))
+    }
+
+    fn handle_event(&mut self, event: Event) -> Result<bool, DriverError> {
+        match event {
+            Event::DamageNotify(_) => {
+                if let Some(d) = self.damage {
+                    self.conn
+                        .damage_subtract(d, x11rb::NONE, x11rb::NONE)
+                        .map_err(conn_err)?;
+                }
+                return Ok(true);
+            }
+            // Our own rebinding of a spare also arrives here; only a change
+            // made elsewhere needs the map re-read.
+            Event::MappingNotify(ev)
+                if ev.request == Mapping::KEYBOARD
+                    && !(ev.count == 1 && self.keymap.is_spare(ev.first_keycode)) =>
+            {
+                let setup = self.conn.setup();
+                let (min, max) = (setup.min_keycode, setup.max_keycode);
+                let km = self
+                    .conn
+                    .get_keyboard_mapping(min, max - min + 1)
+                    .map_err(conn_err)?
+                    .reply()
+                    .map_err(reply_err)?;
+                self.keymap.replace(min, km.keysyms_per_keycode, km.keysyms);
+            }
+            Event::Error(e) => {
+                tracing::debug!(error = ?e.error_kind, "X error event");
+            }
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    /// Handles queued events; returns whether any damage was among them.
+    fn drain_events(&mut self) -> Result<bool, DriverError> {
+        let mut damaged = false;
+        while let Some(ev) = self.conn.poll_for_event().map_err(conn_err)? {
+            damaged |= self.handle_event(ev)?;
+        }
+        Ok(damaged)
+    }
+
+    fn wait_readable(&self, timeout: Duration) -> Result<(), DriverError> {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let fd = self.conn.stream();
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        let ts = Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        match poll(&mut fds, Some(&ts)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
+            Err(e) => Err(DriverError::Display(format!(
+                "poll on the X connection: {e}"
+            ))),
+        }
+    }
+}
+
+fn frame_bytes(size: Size) -> usize {
+    size.width as usize * size.height as usize * 4
+}
+
+impl Driver for X11Driver {
+    /// The root window's geometry is the screen size; a RandR resize
+    /// changes it, so it is read per request (one round trip) rather than
+    /// cached.
+    fn screen_size(&mut self) -> Result<Size, DriverError> {
+        let g = self
+            .conn
+            .get_geometry(self.root)
+            .map_err(conn_err)?
+            .reply()
+            .map_err(reply_err)?;
+        Ok(Size::new(u32::from(g.width), u32::from(g.height)))
+    }
+
+    fn motion(&mut self, x: u32, y: u32) -> Result<(), DriverError> {
+        let (x, y) = (clamp_i16(x), clamp_i16(y));
+        self.fake(xproto::MOTION_NOTIFY_EVENT, 0, x, y)
+    }
+
+    fn button(&mut self, button: u8, down: bool) -> Result<(), DriverError> {
+        let kind = if down {
+            xproto::BUTTON_PRESS_EVENT
+        } else {
+            xproto::BUTTON_RELEASE_EVENT
+        };
+        self.fake(kind, button, 0, 0)
+    }
+
+    fn key(&mut self, keysym: Keysym, down: bool) -> Result<(), DriverError> {
+        let (keycode, shift) = self.keycode_for(keysym.raw())?;
+        if down {
+            if shift {
+                self.key_event(self.shift, true)?;
+                self.shifted.push(keycode);
+            }
+            self.key_event(keycode, true)?;
+            self.keymap.touch(keycode, Instant::now());
+        } else {
+            self.key_event(keycode, false)?;
+            if let Some(i) = self.shifted.iter().position(|&k| k == keycode) {
+                self.shifted.remove(i);
+                self.key_event(self.shift, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn type_char(&mut self, c: char) -> Result<(), DriverError> {
+        let keysym = Keysym::from_char(c);
+        if keysym == Keysym::NoSymbol {
+            return Err(DriverError::NoKeycode(c as u32));
+        }
+        let (keycode, shift) = self.keycode_for(keysym.raw())?;
+        if shift {
+            self.key_event(self.shift, true)?;
+        }
+        self.key_event(keycode, true)?;
+        self.key_event(keycode, false)?;
+        if shift {
+            self.key_event(self.shift, false)?;
+        }
+        self.keymap.touch(keycode, Instant::now());
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), DriverError> {
+        self.conn.flush().map_err(conn_err)
+    }
+
+    fn sync(&mut self) -> Result<(), DriverError> {
+        self.conn
+            .get_input_focus()
+            .map_err(conn_err)?
+            .reply()
+            .map_err(reply_err)?;
+        Ok(())
+    }
+
+    fn settle(
+        &mut self,
+        quiet: Duration,
+        cap: Duration,
+        cancel: &Cancel,
+    ) -> Result<bool, DriverError> {
+        if self.damage.is_none() {
+            // No DAMAGE: nothing to watch. Do not invent a sleep.
+            return Ok(false);
+        }
+        let start = Instant::now();
+        let mut last = start;
+        // Reset the damage region, so that old damage cannot hide new.
+        self.drain_events()?;
+        if let Some(d) = self.damage {
+            self.conn
+                .damage_subtract(d, x11rb::NONE, x11rb::NONE)
+                .map_err(conn_err)?;
+        }
+        self.conn.flush().map_err(conn_err)?;
+        loop {
+            if self.drain_events()? {
+                last = Instant::now();
+                self.conn.flush().map_err(conn_err)?;
+            }
+            let now = Instant::now();
+            let quiet_for = now.duration_since(last);
+            let elapsed = now.duration_since(start);
+            if quiet_for >= quiet {
+                return Ok(true);
+            }
+            if elapsed >= cap {
+                return Ok(false);
+            }
+            cancel.check()?;
+            let wait = (quiet - quiet_for)
+                .min(cap - elapsed)
+                .min(Duration::from_millis(20));
+            self.wait_readable(wait)?;
+        }
+    }
+
+    fn capture(&mut self, region: Rect) -> Result<FrameView<'_>, DriverError> {
+        let rect = (
+            clamp_i16(region.x),
+            clamp_i16(region.y),
+            u16::try_from(region.width).unwrap_or(u16::MAX),
+            u16::try_from(region.height).unwrap_or(u16::MAX),
+        );
+        let need = region.width as usize * region.height as usize * 4;
+        if self.caps.shm {
+            if self.segment.as_ref().is_some_and(|s| s.len() < need) {
+                // The screen grew (RandR): a larger segment.
+                if let Some(old) = self.segment.take() {
+                    old.detach(&self.conn);
+                }
+            }
+            if self.segment.is_none() {
+                self.segment = Some(shm::Segment::new(&self.conn, need)?);
+            }
+            if let Some(seg) = self.segment.as_mut() {
+                let data = seg.image(&self.conn, self.root, rect)?;
+                return Ok(FrameView {
+                    width: region.width,
+                    height: region.height,
+                    stride: region.width as usize * 4,
+                    data,
+                });
+            }
+        }
+        let reply = self
+            .conn
+            .get_image(
+                xproto::ImageFormat::Z_PIXMAP,
+                self.root,
+                rect.0,
+                rect.1,
+                rect.2,
+                rect.3,
+                !0,
+            )
+            .map_err(conn_err)?
+            .reply()
+            .map_err(reply_err)?;
+        self.fallback = reply.data;
+        if self.fallback.len() < need {
+            return Err(DriverError::Protocol(format!(
+                "GetImage returned {} bytes for a {}x{} region",
+                self.fallback.len(),
+                region.width,
+                region.height
+            )));
+        }
+        Ok(FrameView {
+            width: region.width,
+            height: region.height,
+            stride: region.width as usize * 4,
+            data: &self.fallback[..need],
+        })
+    }
+
+    fn cursor(&mut self) -> Result<Option<CursorImage>, DriverError> {
+        if !self.caps.xfixes {
+            return Ok(None);
+        }
+        let c = self
+            .conn
+            .xfixes_get_cursor_image()
+            .map_err(conn_err)?
+            .reply()
+            .map_err(reply_err)?;
+        Ok(Some(CursorImage {
+            x: i32::from(c.x) - i32::from(c.xhot),
+            y: i32::from(c.y) - i32::from(c.yhot),
+            width: u32::from(c.width),
+            height: u32::from(c.height),
+            argb: c.cursor_image,
+        }))
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.caps.clone()
+    }
+
+    /// Reverts spare keycodes once typing has been quiet for a while.
+    fn idle(&mut self) -> Result<(), DriverError> {
+        self.drain_events()?;
+        let Some(t) = self.last_remap else {
+            return Ok(());
+        };
+        if t.elapsed() < Duration::from_secs(2) {
+            return Ok(());
+        }
+        for r in self.keymap.unbind_all() {
+            self.conn
+                .change_keyboard_mapping(1, r.keycode, self.keymap.per_keycode(), &r.keysyms)
+                .map_err(conn_err)?;
+        }
+        self.last_remap = None;
+        self.conn.flush().map_err(conn_err)
+    }
+}
+
+impl Drop for X11Driver {
+    fn drop(&mut self) {
+        if let Some(seg) = self.segment.take() {
+            seg.detach(&self.conn);
+        }
+        for r in self.keymap.unbind_all() {
+            let _ = self.conn.change_keyboard_mapping(
+                1,
+                r.keycode,
+                self.keymap.per_keycode(),
+                &r.keysyms,
+            );
+        }
+        let _ = self.conn.flush();
+    }
+}
+
+fn clamp_i16(v: u32) -> i16 {
+    i16::try_from(v).unwrap_or(i16::MAX)
+}

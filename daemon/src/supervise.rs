@@ -1,0 +1,410 @@
+//! Supervision of the display: start Xvfb (`-nolisten tcp`) and a window
+//! manager, or attach to a display someone else runs; watch them; restart
+//! what dies; report health.
+//!
+//! 1. [`start_xvfb`] launches Xvfb with `-displayfd`, so readiness is the
+//!    server itself saying "listening on :N", not a guessed sleep.
+//! 2. A monitor thread keeps its own X connection and does a round trip
+//!    every [`PING_EVERY`]; health is "X alive" only while the last good
+//!    round trip is fresher than [`STALE_AFTER`], so a dead *or* hung server
+//!    turns health bad within 2 s (H2). It also checks the window manager
+//!    through `_NET_SUPPORTING_WM_CHECK`, which is what a WM really
+//!    advertises, in both spawned and attached modes (H1).
+//! 3. [`Supervisor::run`] waits on the children: Xvfb exiting (or hanging
+//!    past [`HUNG_AFTER`]) restarts it on the same display number, then the
+//!    window manager, then tells the desktop task to reconnect.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use sandtop_protocol::Size;
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+use x11rb::connection::Connection as _;
+use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
+use x11rb::rust_connection::RustConnection;
+
+use crate::desktop::{DesktopHandle, Job};
+use crate::ratelimit::LogLimiter;
+
+/// Round trip interval of the monitor.
+pub const PING_EVERY: Duration = Duration::from_millis(250);
+/// Health turns bad when the last good round trip is older than this.
+pub const STALE_AFTER: Duration = Duration::from_millis(1500);
+/// A spawned Xvfb that has not answered for this long is killed and restarted.
+pub const HUNG_AFTER: Duration = Duration::from_secs(5);
+/// How long Xvfb may take to come up.
+pub const XVFB_READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Environment variables never handed to children.
+pub const SECRET_ENV: &[&str] = &["SANDTOPD_TOKEN", "OPENAI_API_KEY"];
+
+/// Live facts about the display, written by the monitor and supervisor,
+/// read by `/v1/health`.
+#[derive(Debug)]
+pub struct DisplayHealth {
+    start: Instant,
+    /// Milliseconds since `start` of the last good round trip; 0 = none.
+    last_ok_ms: AtomicU64,
+    pub wm_expected: AtomicBool,
+    pub wm_alive: AtomicBool,
+    pub restarts: AtomicU32,
+}
+
+impl Default for DisplayHealth {
+    fn default() -> DisplayHealth {
+        DisplayHealth {
+            start: Instant::now(),
+            last_ok_ms: AtomicU64::new(0),
+            wm_expected: AtomicBool::new(false),
+            wm_alive: AtomicBool::new(false),
+            restarts: AtomicU32::new(0),
+        }
+    }
+}
+
+impl DisplayHealth {
+    fn now_ms(&self) -> u64 {
+        // +1 so that a round trip in the first millisecond is not "none".
+        self.start.elapsed().as_millis() as u64 + 1
+    }
+
+    pub fn mark_ok(&self) {
+        self.last_ok_ms.store(self.now_ms(), Ordering::Release);
+    }
+
+    pub fn mark_down(&self) {
+        self.last_ok_ms.store(0, Ordering::Release);
+    }
+
+    /// Time since the last good round trip, `None` if there was none (or
+    /// the connection was lost since).
+    pub fn since_ok(&self) -> Option<Duration> {
+        match self.last_ok_ms.load(Ordering::Acquire) {
+            0 => None,
+            t => Some(Duration::from_millis(self.now_ms().saturating_sub(t))),
+        }
+    }
+
+    /// X answered recently.
+    pub fn x_alive(&self) -> bool {
+        self.since_ok().is_some_and(|d| d < STALE_AFTER)
+    }
+
+    /// The window manager's state when one is expected.
+    pub fn wm(&self) -> Option<bool> {
+        self.wm_expected
+            .load(Ordering::Acquire)
+            .then(|| self.wm_alive.load(Ordering::Acquire))
+    }
+}
+
+/// How the daemon gets its display.
+#[derive(Debug, Clone)]
+pub struct DisplayConfig {
+    /// `:N`. With `spawn_xvfb` and no display, Xvfb picks a free number.
+    pub display: Option<String>,
+    /// Start and supervise Xvfb.
+    pub spawn_xvfb: bool,
+    pub screen: Size,
+    pub xvfb: PathBuf,
+    /// The window manager's argv (no shell), when one is supervised.
+    pub wm: Option<Vec<String>>,
+}
+
+fn scrub(cmd: &mut Command) {
+    for k in SECRET_ENV {
+        cmd.env_remove(k);
+    }
+}
+
+/// Forwards a child's output lines to the log, rate-limited.
+fn forward_lines(name: &'static str, out: impl AsyncRead + Unpin + Send + 'static) {
+    tokio::spawn(async move {
+        let limit = LogLimiter::new(20, Duration::from_secs(10));
+        let mut lines = BufReader::new(out).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(suppressed) = limit.allow() {
+                tracing::info!(target: "child", child = name, suppressed, "{}", line.chars().take(300).collect::<String>());
+            }
+        }
+    });
+}
+
+/// Why the display could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum DisplayError {
+    #[error("cannot start {what}: {source}")]
+    Spawn {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("Xvfb exited before it was ready (status {0})")]
+    XvfbExited(String),
+    #[error("Xvfb was not ready within {0:?}")]
+    XvfbTimeout(Duration),
+}
+
+/// Starts Xvfb and waits until it says which display it listens on.
+pub async fn start_xvfb(
+    xvfb: &std::path::Path,
+    display: Option<&str>,
+    screen: Size,
+) -> Result<(Child, String), DisplayError> {
+    let mut cmd = Command::new(xvfb);
+    if let Some(d) = display {
+        cmd.arg(d);
+    }
+    cmd.args(["-screen", "0"])
+        .arg(format!("{}x{}x24", screen.width, screen.height))
+        // No TCP, ever (SECURITY.md C10); keep state across client
+        // disconnects; report readiness on stdout.
+        .args(["-nolisten", "tcp", "-noreset", "-displayfd", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    scrub(&mut cmd);
+    let mut child = cmd.spawn().map_err(|source| DisplayError::Spawn {
+        what: format!("{}", xvfb.display()),
+        source,
+    })?;
+    if let Some(err) = child.stderr.take() {
+        forward_lines("Xvfb", err);
+    }
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| DisplayError::XvfbExited("no stdout".into()))?;
+    let mut lines = BufReader::new(stdout).lines();
+    let ready = tokio::time::timeout(XVFB_READY_TIMEOUT, lines.next_line()).await;
+    match ready {
+        Ok(Ok(Some(n))) if n.trim().parse::<u32>().is_ok() => {
+            let name = format!(":{}", n.trim());
+            tracing::info!(display = %name, size = %screen, "Xvfb is ready");
+            Ok((child, name))
+        }
+        Ok(_) => {
+            let status = child
+                .wait()
+                .await
+                .map(|s| s.to_string())
+                .unwrap_or_else(|e| e.to_string());
+            Err(DisplayError::XvfbExited(status))
+        }
+        Err(_) => {
+            let _ = child.start_kill();
+            Err(DisplayError::XvfbTimeout(XVFB_READY_TIMEOUT))
+        }
+    }
+}
+
+/// Starts the window manager on `display`.
+pub fn start_wm(argv: &[String], display: &str) -> Result<Child, DisplayError> {
+    let (prog, args) = argv.split_first().ok_or_else(|| DisplayError::Spawn {
+        what: "the window manager".into(),
+        source: std::io::Error::other("empty command"),
+    })?;
+    let mut cmd = Command::new(prog);
+    cmd.args(args)
+        .env("DISPLAY", display)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    scrub(&mut cmd);
+    let mut child = cmd.spawn().map_err(|source| DisplayError::Spawn {
+        what: prog.clone(),
+        source,
+    })?;
+    if let Some(o) = child.stdout.take() {
+        forward_lines("wm", o);
+    }
+    if let Some(e) = child.stderr.take() {
+        forward_lines("wm", e);
+    }
+    Ok(child)
+}
+
+/// Starts the monitor thread for `display`. It stops when `stop` is set.
+pub fn spawn_monitor(display: String, health: Arc<DisplayHealth>, stop: Arc<AtomicBool>) {
+    let spawned = std::thread::Builder::new()
+        .name("x-monitor".into())
+        .spawn(move || monitor(&display, &health, &stop));
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start the display monitor");
+    }
+}
+
+fn monitor(display: &str, health: &DisplayHealth, stop: &AtomicBool) {
+    let mut conn: Option<(RustConnection, usize, u32)> = None;
+    while !stop.load(Ordering::Acquire) {
+        if conn.is_none() {
+            conn = RustConnection::connect(Some(display))
+                .ok()
+                .and_then(|(c, screen)| {
+                    let atom = c
+                        .intern_atom(false, b"_NET_SUPPORTING_WM_CHECK")
+                        .ok()?
+                        .reply()
+                        .ok()?
+                        .atom;
+                    Some((c, screen, atom))
+                });
+        }
+        match &conn {
+            Some((c, screen, atom)) => {
+                if c.get_input_focus()
+                    .ok()
+                    .and_then(|ck| ck.reply().ok())
+                    .is_some()
+                {
+                    health.mark_ok();
+                    let root = c.setup().roots[*screen].root;
+                    health
+                        .wm_alive
+                        .store(wm_present(c, root, *atom), Ordering::Release);
+                } else {
+                    health.mark_down();
+                    conn = None;
+                }
+            }
+            None => health.mark_down(),
+        }
+        std::thread::sleep(PING_EVERY);
+    }
+}
+
+/// A compliant window manager sets `_NET_SUPPORTING_WM_CHECK` on the root
+/// to a window that carries the same property pointing at itself. A dead
+/// WM leaves the root property behind, but its window is gone.
+fn wm_present(c: &RustConnection, root: u32, atom: u32) -> bool {
+    let get = |w: u32| -> Option<u32> {
+        c.get_property(false, w, atom, AtomEnum::WINDOW, 0, 1)
+            .ok()?
+            .reply()
+            .ok()?
+            .value32()?
+            .next()
+    };
+    get(root).is_some_and(|w| get(w) == Some(w))
+}
+
+/// Owns the spawned children and restarts them.
+#[derive(Debug)]
+pub struct Supervisor {
+    pub config: DisplayConfig,
+    pub display: String,
+    pub xvfb: Option<Child>,
+    pub wm: Option<Child>,
+    pub health: Arc<DisplayHealth>,
+    pub desktop: DesktopHandle,
+}
+
+async fn wait_opt(c: &mut Option<Child>) -> std::io::Result<std::process::ExitStatus> {
+    match c {
+        Some(c) => c.wait().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sends SIGTERM, waits up to 2 s, then SIGKILL.
+async fn terminate(child: &mut Child) {
+    if let Some(pid) = child
+        .id()
+        .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+    {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        if tokio::time::timeout(Duration::from_secs(2), child.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    let _ = child.kill().await;
+}
+
+impl Supervisor {
+    /// Watches the children until `stop` flips, restarting what dies.
+    pub async fn run(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let mut recent: Vec<Instant> = Vec::new();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = stop.changed() => break,
+                status = wait_opt(&mut self.xvfb) => {
+                    self.health.mark_down();
+                    tracing::error!(status = ?status.ok(), display = %self.display, "Xvfb exited; restarting it");
+                    self.xvfb = None;
+                    self.restart_display(&mut recent).await;
+                }
+                status = wait_opt(&mut self.wm) => {
+                    self.wm = None;
+                    tracing::warn!(status = ?status.ok(), "the window manager exited; restarting it");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    self.start_wm();
+                }
+                _ = tick.tick() => {
+                    let hung = self.xvfb.is_some()
+                        && self.health.since_ok().is_some_and(|d| d > HUNG_AFTER);
+                    if hung {
+                        tracing::error!("Xvfb stopped answering; killing it");
+                        if let Some(x) = self.xvfb.as_mut() {
+                            let _ = x.kill().await;
+                        }
+                    }
+                    if self.config.spawn_xvfb && self.xvfb.is_none() {
+                        self.restart_display(&mut recent).await;
+                    }
+                    if self.config.wm.is_some() && self.wm.is_none() && self.health.x_alive() {
+                        self.start_wm();
+                    }
+                }
+            }
+        }
+        if let Some(wm) = self.wm.as_mut() {
+            terminate(wm).await;
+        }
+        if let Some(x) = self.xvfb.as_mut() {
+            terminate(x).await;
+        }
+    }
+
+    fn start_wm(&mut self) {
+        if let Some(argv) = &self.config.wm {
+            match start_wm(argv, &self.display) {
+                Ok(c) => self.wm = Some(c),
+                Err(e) => tracing::error!(error = %e, "cannot start the window manager"),
+            }
+        }
+    }
+
+    async fn restart_display(&mut self, recent: &mut Vec<Instant>) {
+        recent.retain(|t| t.elapsed() < Duration::from_secs(30));
+        if recent.len() >= 5 {
+            // Crash loop: slow down rather than spin.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        recent.push(Instant::now());
+        if let Some(wm) = self.wm.as_mut() {
+            terminate(wm).await;
+        }
+        self.wm = None;
+        match start_xvfb(&self.config.xvfb, Some(&self.display), self.config.screen).await {
+            Ok((child, name)) => {
+                self.xvfb = Some(child);
+                self.display = name;
+                self.health.restarts.fetch_add(1, Ordering::AcqRel);
+                self.start_wm();
+                let _ = self.desktop.send(Job::Reconnect);
+            }
+            Err(e) => {
+                // `xvfb` stays empty: the next tick tries again.
+                tracing::error!(error = %e, "restarting Xvfb failed; will retry");
+            }
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The per-session bearer token: 256 bits from the OS RNG, hex-encoded.
+//!
+//! It comes from a file (the host writes one per session, mode 0600) or
+//! from `SANDTOPD_TOKEN`; with neither, a fresh one is generated and
+//! written to the token file, created exclusively with mode 0600. It is
+//! compared in constant time and never printed: `Debug` redacts it.
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::Path;
+
+use subtle::ConstantTimeEq as _;
+
+/// Bytes of entropy in a token.
+pub const TOKEN_BYTES: usize = 32;
+
+/// A session token.
+#[derive(Clone)]
+pub struct Token(String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+/// Why no token could be had.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("cannot read the token file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot create the token file {path}: {source}")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the token must be {} hex digits (256 bits)", TOKEN_BYTES * 2)]
+    Malformed,
+    #[error("the OS random number generator failed: {0}")]
+    Rng(String),
+}
+
+impl Token {
+    /// A fresh token from the OS RNG.
+    pub fn generate() -> Result<Token, TokenError> {
+        let mut bytes = [0u8; TOKEN_BYTES];
+        getrandom::fill(&mut bytes).map_err(|e| TokenError::Rng(e.to_string()))?;
+        Ok(Token(bytes.iter().map(|b| format!("{b:02x}")).collect()))
+    }
+
+    /// Parses a hex token (surrounding whitespace ignored).
+    pub fn parse(text: &str) -> Result<Token, TokenError> {
+        let t = text.trim();
+        if t.len() == TOKEN_BYTES * 2 && t.bytes().all(|b| b.is_ascii_hexdigit()) {
+            Ok(Token(t.to_ascii_lowercase()))
+        } else {
+            Err(TokenError::Malformed)
+        }
+    }
+
+    /// Reads the token from `path`, or, when the file does not exist,
+    /// generates one and writes it there (0600, created exclusively).
+    pub fn load_or_create(path: &Path) -> Result<Token, TokenError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Token::parse(&text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let token = Token::generate()?;
+                let write_err = |source| TokenError::Write {
+                    path: path.display().to_string(),
+                    source,
+                };
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(path)
+                    .map_err(write_err)?;
+                f.write_all(token.0.as_bytes()).map_err(write_err)?;
+                f.sync_all().map_err(write_err)?;
+                Ok(token)
+            }
+            Err(source) => Err(TokenError::Read {
+                path: path.display().to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// The token's text, for the few places that must hand it on (the
+    /// host writing the session's token file).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether an `Authorization` header value carries this token, in
+    /// constant time (the length, 64, is public).
+    pub fn matches_header(&self, header: &[u8]) -> bool {
+        let Some(presented) = header.strip_prefix(b"Bearer ") else {
+            return false;
+        };
+        let presented = presented.trim_ascii();
+        presented.len() == self.0.len()
+            && bool::from(presented.to_ascii_lowercase().ct_eq(self.0.as_bytes()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn generated_tokens_are_256_bit_hex_and_distinct() {
+        let a = Token::generate().unwrap();
+        let b = Token::generate().unwrap();
+        assert_eq!(a.expose().len(), 64);
+        assert!(a.expose().bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a.expose(), b.expose());
+    }
+
+    #[test]
+    fn debug_never_shows_the_token() {
+        let t = Token::generate().unwrap();
+        let shown = format!("{t:?}");
+        assert!(!shown.contains(t.expose()), "{shown}");
+    }
+
+    #[test]
+    fn header_matching() {
+        let t = Token::generate().unwrap();
+        assert!(t.matches_header(format!("Bearer {}", t.expose()).as_bytes()));
+        assert!(t.matches_header(format!("Bearer {}", t.expose().to_uppercase()).as_bytes()));
+        assert!(!t.matches_header(t.expose().as_bytes()));
+        assert!(!t.matches_header(b"Bearer "));
+        let mut wrong = t.expose().to_string();
+        wrong.replace_range(0..1, if wrong.starts_with('0') { "1" } else { "0" });
+        assert!(!t.matches_header(format!("Bearer {wrong}").as_bytes()));
+        assert!(!t.matches_header(format!("Bearer {}0", t.expose()).as_bytes()));
+    }
+
+    #[test]
+    fn file_is_created_0600_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        let a = Token::load_or_create(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let b = Token::load_or_create(&path).unwrap();
+        assert_eq!(a.expose(), b.expose());
+        std::fs::write(&path, "short").unwrap();
+        assert!(matches!(
+            Token::load_or_create(&path),
+            Err(TokenError::Malformed)
+        ));
+    }
+}
