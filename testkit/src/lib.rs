@@ -2,7 +2,12 @@
 //!
 //! What it is: loaders for the OpenAPI descriptions we validate against
 //! (OpenAI's, vendored in `reference/`, and the daemon's own
-//! `daemon/openapi.yaml`), and fixtures that start real X servers.
+//! `daemon/openapi.yaml`), real X servers for the x11 tier ([`xvfb`]), a
+//! test X client that records every input event it receives
+//! ([`recorder`]), and the skip policy ([`skip`]).
 //! What it is not: a place for production code; nothing here ships.
 
 pub mod openapi;
+pub mod recorder;
+pub mod skip;
+pub mod xvfb;
