@@ -1,1 +1,71 @@
-fn main() {}
+//! `sandtop-demo` binary: parses the command line, refuses non-loopback
+//! addresses, opens the store and serves the form until SIGTERM or Ctrl-C.
+//! See the library crate (`src/lib.rs`) for the request flow.
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use sandtop_demo::{Store, check_listen_addr, router};
+
+/// The small web form of Sandtop's offline exercise (loopback only).
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Address to listen on; must be loopback (127.0.0.0/8 or [::1]).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// JSON-lines file the submissions are appended to (parent created).
+    #[arg(long, default_value = "/home/user/demo/submissions.jsonl")]
+    store: PathBuf,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SANDTOP_DEMO_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let args = Args::parse();
+    check_listen_addr(args.listen)?;
+    let store = Arc::new(Store::open(&args.store)?);
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    tracing::info!(
+        listen = %listener.local_addr()?,
+        store = %store.path().display(),
+        "sandtop-demo ready"
+    );
+    axum::serve(listener, router(store))
+        .with_graceful_shutdown(shutdown())
+        .await
+        .context("serving")?;
+    tracing::info!("sandtop-demo stopped");
+    Ok(())
+}
+
+async fn shutdown() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut sig) => {
+                sig.recv().await;
+            }
+            Err(err) => {
+                tracing::warn!("cannot watch SIGTERM: {err}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
