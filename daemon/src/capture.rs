@@ -116,10 +116,12 @@ impl Renderer {
             src
         };
         // 3. BGRX -> RGB.
-        self.rgb.clear();
-        self.rgb.reserve(iw as usize * ih as usize * 3);
-        for px in pixels.chunks_exact(4) {
-            self.rgb.extend_from_slice(&[px[2], px[1], px[0]]);
+        // Indexed writes into a sized buffer vectorise; pushing does not.
+        self.rgb.resize(iw as usize * ih as usize * 3, 0);
+        for (out, px) in self.rgb.chunks_exact_mut(3).zip(pixels.chunks_exact(4)) {
+            out[0] = px[2];
+            out[1] = px[1];
+            out[2] = px[0];
         }
         let scale_ms = ms(t);
         // 4. Encode, 5. base64.

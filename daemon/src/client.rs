@@ -1,6 +1,8 @@
 //! A minimal HTTP/1.1 client over the daemon's Unix socket, for the
 //! daemon's own subcommands (`health` for the container HEALTHCHECK,
-//! `bench`) and for tests. One keep-alive connection, requests in order.
+//! `bench`) and for tests. One keep-alive connection, requests in order;
+//! a connection the server closed while idle is replaced before sending
+//! (never after: a request is not sent twice).
 
 use std::path::Path;
 
@@ -16,6 +18,7 @@ use sandtop_protocol::limits;
 pub struct Client {
     sender: SendRequest<Full<Bytes>>,
     token: Option<String>,
+    path: std::path::PathBuf,
 }
 
 /// Why a request failed.
@@ -33,6 +36,15 @@ pub enum ClientError {
 impl Client {
     /// Connects to the socket at `path`.
     pub async fn connect(path: &Path, token: Option<String>) -> Result<Client, ClientError> {
+        let sender = Self::open(path).await?;
+        Ok(Client {
+            sender,
+            token,
+            path: path.to_path_buf(),
+        })
+    }
+
+    async fn open(path: &Path) -> Result<SendRequest<Full<Bytes>>, ClientError> {
         let stream = tokio::net::UnixStream::connect(path)
             .await
             .map_err(|source| ClientError::Connect {
@@ -45,7 +57,7 @@ impl Client {
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        Ok(Client { sender, token })
+        Ok(sender)
     }
 
     /// Sends one request; returns the status and the body (capped at
@@ -73,10 +85,11 @@ impl Client {
         let req = req
             .body(body)
             .map_err(|e| ClientError::Http(e.to_string()))?;
-        self.sender
-            .ready()
-            .await
-            .map_err(|e| ClientError::Http(e.to_string()))?;
+        // The server closes idle keep-alive connections; a request that was
+        // never sent can safely go out on a new one.
+        if self.sender.ready().await.is_err() {
+            self.sender = Self::open(&self.path).await?;
+        }
         let resp = self
             .sender
             .send_request(req)

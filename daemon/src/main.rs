@@ -13,7 +13,7 @@ use sandtopd::api::{self, ApiState};
 use sandtopd::desktop::{self, Job};
 use sandtopd::driver::Driver;
 use sandtopd::driver::x11::X11Driver;
-use sandtopd::supervise::{self, DisplayConfig, DisplayHealth, Supervisor};
+use sandtopd::supervise::{self, DisplayConfig, DisplayHealth, DisplayName, Supervisor};
 use sandtopd::token::Token;
 
 /// The Sandtop computer driver: XTEST input, MIT-SHM capture and an
@@ -88,8 +88,10 @@ fn parse_size(s: &str) -> Result<Size, String> {
 fn init_log(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal as _;
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     if json {
         b.json().init();
@@ -180,21 +182,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
 
-    // 2. The desktop task, the monitor, the supervisor.
-    let shared_display = display.clone();
+    // 2. The desktop task, the monitor, the supervisor. They share the
+    // display's name: a restart may move it.
+    let name = DisplayName::new(display.clone());
+    let shared = name.clone();
     let (desktop, desktop_thread) = desktop::spawn(Box::new(move || {
-        X11Driver::connect(Some(&shared_display)).map(|d| Box::new(d) as Box<dyn Driver>)
+        X11Driver::connect(Some(&shared.get())).map(|d| Box::new(d) as Box<dyn Driver>)
     }));
     let monitor_stop = Arc::new(AtomicBool::new(false));
-    supervise::spawn_monitor(
-        display.clone(),
-        Arc::clone(&health),
-        Arc::clone(&monitor_stop),
-    );
+    supervise::spawn_monitor(name.clone(), Arc::clone(&health), Arc::clone(&monitor_stop));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let supervisor = Supervisor {
         config,
-        display: display.clone(),
+        display: name,
         xvfb,
         wm,
         health: Arc::clone(&health),

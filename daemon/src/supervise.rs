@@ -101,6 +101,25 @@ impl DisplayHealth {
     }
 }
 
+/// The display's current name (`:N`), shared by the supervisor (which may
+/// move it on a restart), the monitor and the desktop task.
+#[derive(Debug, Clone)]
+pub struct DisplayName(Arc<std::sync::Mutex<String>>);
+
+impl DisplayName {
+    pub fn new(name: String) -> DisplayName {
+        DisplayName(Arc::new(std::sync::Mutex::new(name)))
+    }
+
+    pub fn get(&self) -> String {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set(&self, name: String) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = name;
+    }
+}
+
 /// How the daemon gets its display.
 #[derive(Debug, Clone)]
 pub struct DisplayConfig {
@@ -159,8 +178,11 @@ pub async fn start_xvfb(
     }
     cmd.args(["-screen", "0"])
         .arg(format!("{}x{}x24", screen.width, screen.height))
-        // No TCP, ever (SECURITY.md C10); keep state across client
-        // disconnects; report readiness on stdout.
+        // No TCP, ever (SECURITY.md C10). The abstract-namespace socket
+        // stays: `-nolisten local` would leave that name free for another
+        // X server in the same network namespace, and clients (which try
+        // the abstract name first) would silently reach the wrong display.
+        // Keep state across client disconnects; report readiness on stdout.
         .args(["-nolisten", "tcp", "-noreset", "-displayfd", "1"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -229,7 +251,7 @@ pub fn start_wm(argv: &[String], display: &str) -> Result<Child, DisplayError> {
 }
 
 /// Starts the monitor thread for `display`. It stops when `stop` is set.
-pub fn spawn_monitor(display: String, health: Arc<DisplayHealth>, stop: Arc<AtomicBool>) {
+pub fn spawn_monitor(display: DisplayName, health: Arc<DisplayHealth>, stop: Arc<AtomicBool>) {
     let spawned = std::thread::Builder::new()
         .name("x-monitor".into())
         .spawn(move || monitor(&display, &health, &stop));
@@ -238,11 +260,11 @@ pub fn spawn_monitor(display: String, health: Arc<DisplayHealth>, stop: Arc<Atom
     }
 }
 
-fn monitor(display: &str, health: &DisplayHealth, stop: &AtomicBool) {
+fn monitor(display: &DisplayName, health: &DisplayHealth, stop: &AtomicBool) {
     let mut conn: Option<(RustConnection, usize, u32)> = None;
     while !stop.load(Ordering::Acquire) {
         if conn.is_none() {
-            conn = RustConnection::connect(Some(display))
+            conn = RustConnection::connect(Some(&display.get()))
                 .ok()
                 .and_then(|(c, screen)| {
                     let atom = c
@@ -296,7 +318,7 @@ fn wm_present(c: &RustConnection, root: u32, atom: u32) -> bool {
 #[derive(Debug)]
 pub struct Supervisor {
     pub config: DisplayConfig,
-    pub display: String,
+    pub display: DisplayName,
     pub xvfb: Option<Child>,
     pub wm: Option<Child>,
     pub health: Arc<DisplayHealth>,
@@ -337,7 +359,7 @@ impl Supervisor {
                 _ = stop.changed() => break,
                 status = wait_opt(&mut self.xvfb) => {
                     self.health.mark_down();
-                    tracing::error!(status = ?status.ok(), display = %self.display, "Xvfb exited; restarting it");
+                    tracing::error!(status = ?status.ok(), display = %self.display.get(), "Xvfb exited; restarting it");
                     self.xvfb = None;
                     self.restart_display(&mut recent).await;
                 }
@@ -375,7 +397,7 @@ impl Supervisor {
 
     fn start_wm(&mut self) {
         if let Some(argv) = &self.config.wm {
-            match start_wm(argv, &self.display) {
+            match start_wm(argv, &self.display.get()) {
                 Ok(c) => self.wm = Some(c),
                 Err(e) => tracing::error!(error = %e, "cannot start the window manager"),
             }
@@ -393,10 +415,20 @@ impl Supervisor {
             terminate(wm).await;
         }
         self.wm = None;
-        match start_xvfb(&self.config.xvfb, Some(&self.display), self.config.screen).await {
+        // The same display number first, so clients keep their DISPLAY; if
+        // something else took it meanwhile, any free number.
+        let same = self.display.get();
+        let started = match start_xvfb(&self.config.xvfb, Some(&same), self.config.screen).await {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                tracing::warn!(error = %e, display = %same, "cannot restart on the same display; picking a free one");
+                start_xvfb(&self.config.xvfb, None, self.config.screen).await
+            }
+        };
+        match started {
             Ok((child, name)) => {
                 self.xvfb = Some(child);
-                self.display = name;
+                self.display.set(name);
                 self.health.restarts.fetch_add(1, Ordering::AcqRel);
                 self.start_wm();
                 let _ = self.desktop.send(Job::Reconnect);

@@ -21,6 +21,7 @@ mod api;
 mod error;
 pub mod limits;
 mod scale;
+mod strict;
 
 pub use action::{Action, ActionRejection, Button, Coord, check_text};
 pub use api::{
@@ -30,3 +31,4 @@ pub use api::{
 };
 pub use error::{ErrorBody, ErrorCode};
 pub use scale::{Fit, OutOfBounds, Rect, ScaleError, ScaleMap, Size};
+pub use strict::from_json_objects;

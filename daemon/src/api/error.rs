@@ -2,7 +2,7 @@
 //!
 //! Our own errors carry an [`ErrorBody`] whose code fixes the status
 //! (`ErrorCode::http_status`). Responses produced by axum or tower-http
-//! (404, 405, 413 from the body limit, 408 from the timeout, a caught
+//! (404, 405, 413 from the body limit, 504 from the timeout, a caught
 //! panic) are rewritten by [`normalize`] into the same `{code, message}`
 //! shape, so a client never has to parse anything else. Messages never
 //! carry paths, backtraces or tokens (A12).
@@ -75,9 +75,8 @@ pub async fn normalize(resp: Response<Body>) -> Response<Body> {
         return resp;
     }
     let code = code_for(status);
+    // The status follows from the code, as for every other error.
     let mut out = json_error(ErrorBody::new(code, message_for(code)));
-    // Keep the original status (e.g. 408 from the timeout layer).
-    *out.status_mut() = status;
     if let Some(allow) = resp.headers().get(header::ALLOW) {
         out.headers_mut().insert(header::ALLOW, allow.clone());
     }

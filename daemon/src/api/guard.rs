@@ -7,6 +7,7 @@
 //!    against a loopback TCP listener.
 //! 3. The bearer token on every endpoint but health, compared in constant
 //!    time. Rejections have no side effect and are logged rate-limited.
+//! 4. At most `MAX_IN_FLIGHT` requests in flight; more get `overloaded`.
 
 use std::sync::Arc;
 
@@ -66,19 +67,29 @@ pub async fn guard(State(state): State<Arc<ApiState>>, req: Request, next: Next)
             );
         }
     }
-    if req.uri().path() != paths::HEALTH {
-        let ok = headers
-            .get(header::AUTHORIZATION)
-            .is_some_and(|v| state.token.matches_header(v.as_bytes()));
-        if !ok {
-            return refuse(
-                &state,
-                ErrorCode::Unauthorized,
-                "missing or wrong bearer token",
-                "bad token",
-            );
-        }
+    if req.uri().path() == paths::HEALTH {
+        return next.run(req).await;
     }
+    let ok = headers
+        .get(header::AUTHORIZATION)
+        .is_some_and(|v| state.token.matches_header(v.as_bytes()));
+    if !ok {
+        return refuse(
+            &state,
+            ErrorCode::Unauthorized,
+            "missing or wrong bearer token",
+            "bad token",
+        );
+    }
+    // 4. Shed load past MAX_IN_FLIGHT requests, across all endpoints.
+    let Ok(_permit) = Arc::clone(&state.in_flight).try_acquire_owned() else {
+        return refuse(
+            &state,
+            ErrorCode::Overloaded,
+            "too many requests in flight; retry shortly",
+            "overloaded",
+        );
+    };
     next.run(req).await
 }
 

@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::error_handling::HandleErrorLayer;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -31,7 +30,6 @@ use sandtop_protocol::{
     ScreenshotOptions, limits, paths,
 };
 use serde::de::DeserializeOwned;
-use tower::ServiceBuilder;
 
 use crate::desktop::{Cancel, DesktopHandle, Job};
 use crate::ratelimit::LogLimiter;
@@ -51,6 +49,8 @@ pub struct ApiState {
     /// Deadline of one input request (`limits::REQUEST_DEADLINE_MS`;
     /// shorter in tests).
     pub deadline: Duration,
+    /// Requests in flight, shared by every endpoint but health.
+    pub in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 impl ApiState {
@@ -63,31 +63,22 @@ impl ApiState {
             shutting_down: AtomicBool::new(false),
             log_limit: LogLimiter::new(20, Duration::from_secs(10)),
             deadline: Duration::from_millis(limits::REQUEST_DEADLINE_MS),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
         }
     }
 }
 
-/// Most requests in flight before new ones are shed with `overloaded`.
+/// Most requests in flight (all endpoints but health together) before new
+/// ones are shed with `overloaded`.
 pub const MAX_IN_FLIGHT: usize = 64;
 
-/// Builds the router. Health sits outside the load-shedding so it answers
-/// under load (A9).
+/// Builds the router. Health is exempt from load shedding so it answers
+/// under load (A9); the shedding itself is in [`guard`].
 pub fn router(state: Arc<ApiState>) -> Router {
     let protected = Router::new()
         .route(paths::INFO, get(info))
         .route(paths::ACTIONS, post(actions))
-        .route(paths::SCREENSHOT, post(screenshot))
-        .layer(
-            ServiceBuilder::new()
-                .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
-                    ApiError(ErrorBody::new(
-                        ErrorCode::Overloaded,
-                        "too many requests in flight; retry shortly",
-                    ))
-                }))
-                .load_shed()
-                .concurrency_limit(MAX_IN_FLIGHT),
-        );
+        .route(paths::SCREENSHOT, post(screenshot));
     Router::new()
         .route(paths::HEALTH, get(health))
         .merge(protected)
@@ -101,7 +92,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
             guard::guard,
         ))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
+            StatusCode::GATEWAY_TIMEOUT,
             Duration::from_millis(limits::REQUEST_DEADLINE_MS + 10_000),
         ))
         .layer(axum::middleware::map_response(error::normalize))
@@ -177,9 +168,8 @@ fn parse_json<T: DeserializeOwned>(
             "the body must be JSON (Content-Type: application/json)",
         )));
     }
-    serde_json::from_slice(body).map_err(|e| {
-        let mut message = e.to_string();
-        message.truncate(300);
+    sandtop_protocol::from_json_objects(body).map_err(|mut message| {
+        truncate_at_char(&mut message, 300);
         ApiError(ErrorBody::new(ErrorCode::BadRequest, message))
     })
 }
@@ -273,6 +263,16 @@ async fn screenshot(
     })
     .await?;
     Ok(axum::Json(reply).into_response())
+}
+
+fn truncate_at_char(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -57,9 +57,10 @@ pub enum Step {
 }
 
 /// Largest pointer jump between two motion events of a drag, in pixels.
+/// With paths of at most `limits::MAX_DRAG_POINTS` points on screens of at
+/// most `limits::MAX_DIMENSION` pixels a drag is bounded anyway, and the
+/// deadline is checked at every path point.
 pub const DRAG_STEP_PX: u32 = 16;
-/// Most intermediate motion events between two points of a drag path.
-pub const DRAG_MAX_STEPS: u32 = 64;
 
 /// Wheel clicks for a pixel-like scroll distance: one click per
 /// [`limits::SCROLL_PIXELS_PER_CLICK`], rounded to nearest, and at least one
@@ -435,14 +436,12 @@ fn type_text(
 }
 
 /// Motion points strictly between `from` and `to`, at most
-/// [`DRAG_STEP_PX`] apart and at most [`DRAG_MAX_STEPS`] of them.
+/// [`DRAG_STEP_PX`] apart on either axis.
 pub fn intermediate(from: (u32, u32), to: (u32, u32)) -> Vec<(u32, u32)> {
     let dx = i64::from(to.0) - i64::from(from.0);
     let dy = i64::from(to.1) - i64::from(from.1);
     let dist = dx.unsigned_abs().max(dy.unsigned_abs());
-    let n = dist
-        .div_ceil(u64::from(DRAG_STEP_PX))
-        .min(u64::from(DRAG_MAX_STEPS)) as i64;
+    let n = dist.div_ceil(u64::from(DRAG_STEP_PX)) as i64;
     (1..n)
         .map(|i| {
             (
@@ -480,10 +479,14 @@ mod tests {
             assert!(p.0.abs_diff(prev.0) <= DRAG_STEP_PX && p.1.abs_diff(prev.1) <= DRAG_STEP_PX);
             prev = p;
         }
-        assert_eq!(
-            intermediate((0, 0), (5000, 0)).len() as u32,
-            DRAG_MAX_STEPS - 1
-        );
+        // Long segments are not capped into bigger jumps.
+        let long = intermediate((0, 0), (8000, 10));
+        assert_eq!(long.len(), 499);
+        let mut prev = (0u32, 0u32);
+        for &p in long.iter().chain([(8000, 10)].iter()) {
+            assert!(p.0.abs_diff(prev.0) <= DRAG_STEP_PX);
+            prev = p;
+        }
         assert_eq!(intermediate((100, 100), (0, 0)).len(), 6);
     }
 }

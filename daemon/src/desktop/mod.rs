@@ -185,17 +185,33 @@ impl Desktop {
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             };
-            if matches!(job, Job::Stop) {
-                break;
-            }
-            // A panic while handling one job must not take the daemon down
-            // or leave keys held (SECURITY.md A11, A15): it becomes an
-            // `internal` error and input is released with a fresh
-            // connection if need be.
-            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| self.handle(job)));
-            if outcome.is_err() {
-                tracing::error!("a desktop job panicked; releasing input and reconnecting");
-                self.recover_after_panic();
+            match job {
+                Job::Batch {
+                    request,
+                    cancel,
+                    permit,
+                    reply,
+                } => {
+                    let result = self.guarded(|d| d.batch(&request, &cancel));
+                    drop(permit);
+                    let _ = reply.send(result);
+                }
+                Job::Screenshot {
+                    options,
+                    cancel,
+                    permit,
+                    reply,
+                } => {
+                    let result = self.guarded(|d| d.screenshot_only(&options, &cancel));
+                    drop(permit);
+                    let _ = reply.send(result);
+                }
+                Job::Reconnect => {
+                    self.driver = None;
+                    self.input = Input::default();
+                    let _ = self.ensure_driver();
+                }
+                Job::Stop => break,
             }
         }
         self.release_input();
@@ -203,34 +219,24 @@ impl Desktop {
         self.status.connected.store(false, Ordering::Release);
     }
 
-    fn handle(&mut self, job: Job) {
-        match job {
-            Job::Batch {
-                request,
-                cancel,
-                permit,
-                reply,
-            } => {
-                let result = self.batch(&request, &cancel);
-                drop(permit);
-                let _ = reply.send(result);
+    /// Runs one job's work. A panic inside must not take the daemon down or
+    /// leave keys held (SECURITY.md A11, A15): input is released (through a
+    /// fresh connection if need be) *before* the caller drops the permit
+    /// and replies `internal`.
+    fn guarded<T>(
+        &mut self,
+        work: impl FnOnce(&mut Self) -> Result<T, ErrorBody>,
+    ) -> Result<T, ErrorBody> {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| work(self))) {
+            Ok(result) => result,
+            Err(_) => {
+                tracing::error!("a desktop job panicked; releasing input");
+                self.recover_after_panic();
+                Err(ErrorBody::new(
+                    ErrorCode::Internal,
+                    "internal error while running the request; input was released and the daemon is still running",
+                ))
             }
-            Job::Screenshot {
-                options,
-                cancel,
-                permit,
-                reply,
-            } => {
-                let result = self.screenshot_only(&options, &cancel);
-                drop(permit);
-                let _ = reply.send(result);
-            }
-            Job::Reconnect => {
-                self.driver = None;
-                self.input = Input::default();
-                let _ = self.ensure_driver();
-            }
-            Job::Stop => {}
         }
     }
 

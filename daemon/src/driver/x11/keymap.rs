@@ -2,28 +2,43 @@
 //!
 //! Typing must not depend on the keyboard layout. A keysym found on a
 //! keycode at level 0 is pressed as is; at level 1 with Shift. Anything
-//! else (é on a US map, 中, ✓, emoji) is bound to a *spare* keycode (one
-//! the server's map leaves empty) with ChangeKeyboardMapping, then pressed.
+//! else (é on a US map, 中, ✓, emoji) is bound to a *spare* keycode with
+//! ChangeKeyboardMapping, then pressed.
 //!
-//! Spares are recycled least-recently-used, and a spare is only rebound
-//! once [`REUSE_GUARD`] has passed since its last press: a client that
-//! receives MappingNotify re-reads the map when it next handles a key event,
-//! so rebinding a keycode right after its release could make a slow client
-//! read the *new* keysym for the old event and type the wrong character.
-//! For the same reason bindings are reverted lazily (when the daemon has
-//! been idle), never right after the release.
+//! Spares are the keycodes the map leaves empty plus those that carry only
+//! XFree86 vendor keysyms (media and launcher keys no one types with);
+//! keycodes in the modifier map are never taken. On Xvfb's default map that
+//! is 19 + 95 keycodes, so a batch with up to ~114 distinct foreign
+//! characters never rebinds a keycode it already used.
+//!
+//! Beyond that, spares are recycled least-recently-used, and a spare is
+//! only rebound once [`REUSE_GUARD`] has passed since its last press: a
+//! client re-reads the map after MappingNotify when it *handles* a key
+//! event, so rebinding a keycode right after its release can make a busy
+//! client (Firefox was measured to lag past 100 ms) read the *new* keysym
+//! for the old event and type the wrong character. For the same reason
+//! bindings are reverted lazily (when the daemon has been idle), never
+//! right after the release, and reverting restores the keycode's original
+//! keysyms.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// Minimum time between two different bindings of one spare keycode.
-pub const REUSE_GUARD: Duration = Duration::from_millis(100);
+pub const REUSE_GUARD: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Clone)]
 struct Slot {
     keycode: u8,
+    /// What the keycode carried before we took it.
+    original: Vec<u32>,
     keysym: Option<u32>,
     last_used: Option<Instant>,
+}
+
+/// Keysyms of the XFree86 vendor range (media, launcher, power keys).
+fn is_vendor(keysym: u32) -> bool {
+    (0x1008_ff00..=0x1008_ffff).contains(&keysym)
 }
 
 /// The server's keyboard map as this connection knows it.
@@ -49,8 +64,9 @@ pub struct Rebind {
 
 impl Keymap {
     /// Builds the map from a GetKeyboardMapping reply covering
-    /// `min_keycode..=max_keycode`. Keycodes with no keysym become spares.
-    pub fn new(min_keycode: u8, per_keycode: u8, syms: Vec<u32>) -> Keymap {
+    /// `min_keycode..=max_keycode`. Empty keycodes and vendor-only keycodes
+    /// not in `modifiers` become spares.
+    pub fn new(min_keycode: u8, per_keycode: u8, syms: Vec<u32>, modifiers: &[u8]) -> Keymap {
         let mut map = Keymap {
             min_keycode,
             per_keycode: per_keycode.max(1),
@@ -58,16 +74,19 @@ impl Keymap {
             index: HashMap::new(),
             slots: Vec::new(),
         };
-        map.reindex();
-        map.slots = map
-            .keycodes()
-            .filter(|&kc| map.syms_of(kc).iter().all(|&s| s == 0))
+        let keycodes: Vec<u8> = map.keycodes().collect();
+        map.slots = keycodes
+            .into_iter()
+            .filter(|kc| !modifiers.contains(kc))
+            .filter(|&kc| map.syms_of(kc).iter().all(|&s| s == 0 || is_vendor(s)))
             .map(|keycode| Slot {
                 keycode,
+                original: map.syms_of(keycode).to_vec(),
                 keysym: None,
                 last_used: None,
             })
             .collect();
+        map.reindex();
         map
     }
 
@@ -161,7 +180,8 @@ impl Keymap {
         })
     }
 
-    /// Unbinds every spare; returns the bindings (all NoSymbol) to apply.
+    /// Unbinds every spare we bound; returns the bindings that restore the
+    /// keycodes' original keysyms.
     pub fn unbind_all(&mut self) -> Vec<Rebind> {
         let per = usize::from(self.per_keycode);
         self.slots
@@ -169,9 +189,11 @@ impl Keymap {
             .filter(|s| s.keysym.is_some())
             .map(|s| {
                 s.keysym = None;
+                let mut keysyms = s.original.clone();
+                keysyms.resize(per, 0);
                 Rebind {
                     keycode: s.keycode,
-                    keysyms: vec![0; per],
+                    keysyms,
                     wait: Duration::ZERO,
                 }
             })
@@ -188,9 +210,30 @@ impl Keymap {
 mod tests {
     use super::*;
 
-    // keycodes 8..=12, 2 keysyms each: a/A, b/B, empty, 1/exclam, empty.
+    // keycodes 8..=14, 2 keysyms each: a/A, b/B, empty, 1/exclam, empty,
+    // XF86AudioMute, and an empty keycode that is in the modifier map.
     fn sample() -> Keymap {
-        Keymap::new(8, 2, vec![0x61, 0x41, 0x62, 0x42, 0, 0, 0x31, 0x21, 0, 0])
+        Keymap::new(
+            8,
+            2,
+            vec![
+                0x61,
+                0x41,
+                0x62,
+                0x42,
+                0,
+                0,
+                0x31,
+                0x21,
+                0,
+                0,
+                0x1008_ff12,
+                0,
+                0,
+                0,
+            ],
+            &[14],
+        )
     }
 
     #[test]
@@ -200,35 +243,46 @@ mod tests {
         assert_eq!(m.find(0x41), Some((8, true)));
         assert_eq!(m.find(0x21), Some((11, true)));
         assert_eq!(m.find(0xe9), None);
-        assert_eq!(m.spare_count(), 2);
-        assert!(m.is_spare(10) && m.is_spare(12) && !m.is_spare(8));
+        // The empty keycodes and the vendor key, never the modifier.
+        assert_eq!(m.spare_count(), 3);
+        assert!(m.is_spare(10) && m.is_spare(12) && m.is_spare(13));
+        assert!(!m.is_spare(8) && !m.is_spare(14));
+        // A spare's own keysym is not offered for lookup: a press of
+        // XF86AudioMute gets a binding like any other foreign keysym.
+        assert_eq!(m.find(0x1008_ff12), None);
     }
 
     #[test]
     fn binds_free_spares_first_then_lru_with_guard() {
         let mut m = sample();
         let t0 = Instant::now();
-        let r1 = m.bind(0xe9, t0).unwrap();
-        assert_eq!(r1.keysyms, vec![0xe9, 0xe9]);
-        assert_eq!(r1.wait, Duration::ZERO);
-        m.touch(r1.keycode, t0);
-        let r2 = m.bind(0x4e2d, t0).unwrap();
-        assert_ne!(r1.keycode, r2.keycode);
-        m.touch(r2.keycode, t0 + Duration::from_millis(10));
-        assert_eq!(m.find(0xe9), Some((r1.keycode, false)));
-        // Both spares taken: the least recently used (r1) is recycled, and
-        // the guard asks to wait out the rest of REUSE_GUARD.
-        let r3 = m.bind(0x2713, t0 + Duration::from_millis(30)).unwrap();
-        assert_eq!(r3.keycode, r1.keycode);
-        assert_eq!(r3.wait, REUSE_GUARD - Duration::from_millis(30));
+        let ms = Duration::from_millis;
+        let mut used = Vec::new();
+        for (i, ks) in [0xe9, 0x4e2d, 0x2713].into_iter().enumerate() {
+            let r = m.bind(ks, t0).unwrap();
+            assert_eq!(r.keysyms, vec![ks, ks]);
+            assert_eq!(r.wait, Duration::ZERO, "a free spare needs no wait");
+            m.touch(r.keycode, t0 + ms(i as u64 * 10));
+            used.push(r.keycode);
+        }
+        assert_eq!(m.find(0xe9), Some((used[0], false)));
+        // All spares taken: the least recently used (the first) is
+        // recycled, and the guard asks to wait out the rest of REUSE_GUARD.
+        let r = m.bind(0x1f642, t0 + ms(30)).unwrap();
+        assert_eq!(r.keycode, used[0]);
+        assert_eq!(r.wait, REUSE_GUARD - ms(30));
         assert_eq!(m.find(0xe9), None);
-        assert_eq!(m.unbind_all().len(), 2);
+        // Reverting restores what the keycodes carried.
+        let reverts = m.unbind_all();
+        assert_eq!(reverts.len(), 3);
+        let mute = reverts.iter().find(|r| r.keycode == 13).unwrap();
+        assert_eq!(mute.keysyms, vec![0x1008_ff12, 0]);
         assert_eq!(m.find(0x2713), None);
     }
 
     #[test]
     fn no_spares_means_no_binding() {
-        let mut m = Keymap::new(8, 1, vec![0x61]);
+        let mut m = Keymap::new(8, 1, vec![0x61], &[]);
         assert!(m.bind(0xe9, Instant::now()).is_none());
     }
 }

@@ -130,7 +130,13 @@ impl X11Driver {
             .map_err(conn_err)?
             .reply()
             .map_err(reply_err)?;
-        let keymap = Keymap::new(min, km.keysyms_per_keycode, km.keysyms);
+        let modifiers = conn
+            .get_modifier_mapping()
+            .map_err(conn_err)?
+            .reply()
+            .map_err(reply_err)?
+            .keycodes;
+        let keymap = Keymap::new(min, km.keysyms_per_keycode, km.keysyms, &modifiers);
         let shift = keymap
             .find(xkeysym::key::Shift_L)
             .map(|(kc, _)| kc)

@@ -1,0 +1,83 @@
+//! Strict reading of request bodies.
+//!
+//! serde's derived `Deserialize` accepts a struct written as a JSON array
+//! of its fields in order (`[640, 480]` for a `Size`), which
+//! `deny_unknown_fields` does not prevent. The API is objects only, so
+//! requests are checked for shape first: arrays are allowed only as the
+//! values of the list fields (`actions`, `path`, `keys`), holding objects
+//! (actions, points) or strings (key names).
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Fields whose value is a list, and what the list holds.
+fn list_field(key: &str) -> Option<fn(&Value) -> bool> {
+    match key {
+        "actions" | "path" => Some(Value::is_object),
+        "keys" => Some(Value::is_string),
+        _ => None,
+    }
+}
+
+fn check(value: &Value, at: &str) -> Result<(), String> {
+    match value {
+        Value::Array(_) => Err(format!("{at}: expected an object, found an array")),
+        Value::Object(map) => {
+            for (k, v) in map {
+                let here = format!("{at}.{k}");
+                match (v, list_field(k)) {
+                    (Value::Array(items), Some(element_ok)) => {
+                        for (i, item) in items.iter().enumerate() {
+                            if !element_ok(item) {
+                                return Err(format!("{here}[{i}]: wrong element type"));
+                            }
+                            if item.is_object() {
+                                check(item, &format!("{here}[{i}]"))?;
+                            }
+                        }
+                    }
+                    (v, _) => check(v, &here)?,
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Parses a request body: JSON objects only (see the module docs), then the
+/// type's own strict rules (`deny_unknown_fields`, required fields).
+pub fn from_json_objects<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    check(&value, "body")?;
+    serde_json::from_value(value).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BatchRequest, ScreenshotOptions};
+
+    #[test]
+    fn arrays_in_place_of_objects_are_refused() {
+        for bad in [
+            r#"[[]]"#,
+            r#"{"actions": [["click", "left", 1, 2, null]]}"#,
+            r#"{"actions": [{"type": "drag", "path": [[1, 2], [3, 4]]}]}"#,
+            r#"{"actions": [], "screenshot": {"size": [640, 480]}}"#,
+            r#"{"actions": [{"type": "keypress", "keys": [["CTRL"]]}]}"#,
+        ] {
+            let r = from_json_objects::<BatchRequest>(bad.as_bytes());
+            assert!(r.is_err(), "{bad} was accepted");
+        }
+        assert!(from_json_objects::<ScreenshotOptions>(b"[null, null]").is_err());
+    }
+
+    #[test]
+    fn objects_pass() {
+        let ok = r#"{"actions": [{"type": "drag", "path": [{"x": 1, "y": 2}, {"x": 3, "y": 4}], "keys": ["SHIFT"]}],
+                     "screenshot": {"size": {"width": 640, "height": 480}}}"#;
+        let r: BatchRequest = from_json_objects(ok.as_bytes()).unwrap();
+        assert_eq!(r.actions.len(), 1);
+    }
+}
