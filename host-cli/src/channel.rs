@@ -1,0 +1,350 @@
+//! The authenticated link to a session's daemon.
+//!
+//! 1. A [`Connector`] opens a byte stream to the daemon: its Unix socket
+//!    (local sessions, and Docker sessions on Linux through the session
+//!    folder) or a Docker exec stream relayed by `sandtopd connect`
+//!    (portable, works with the guest's network off and on Docker Desktop).
+//! 2. HTTP/1.1 runs over that stream; every request carries the session's
+//!    bearer token, which never appears in errors or logs.
+//! 3. On open, `/v1/info` is read and a different protocol major is
+//!    refused with a clear message (A14).
+//! 4. Every reply is untrusted (L4): size-capped, parsed strictly, and a
+//!    screenshot's bytes are checked against its declared format, size and
+//!    ScaleMap before anyone uses it.
+//! 5. A request is never sent twice: a keep-alive connection that died
+//!    while idle is replaced before sending, never after (L5).
+
+use std::path::PathBuf;
+use std::pin::Pin;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http::{Method, Request, StatusCode, header};
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use sandtop_protocol::{
+    BatchRequest, BatchResponse, ErrorBody, Health, ImageFormat, Info, Screenshot,
+    ScreenshotOptions, ScreenshotResponse, check_protocol, limits, paths,
+};
+use serde::de::DeserializeOwned;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::secret::Secret;
+
+/// A duplex byte stream to the daemon.
+pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for T {}
+
+/// A stream being opened.
+pub type Connecting<'a> =
+    Pin<Box<dyn std::future::Future<Output = Result<Box<dyn Stream>, ChannelError>> + Send + 'a>>;
+
+/// Opens streams to one daemon.
+pub trait Connect: Send + Sync + std::fmt::Debug {
+    fn connect(&self) -> Connecting<'_>;
+}
+
+/// The daemon's Unix socket.
+#[derive(Debug, Clone)]
+pub struct UnixConnector(pub PathBuf);
+
+impl Connect for UnixConnector {
+    fn connect(&self) -> Connecting<'_> {
+        Box::pin(async move {
+            let s = tokio::net::UnixStream::connect(&self.0)
+                .await
+                .map_err(|e| ChannelError::Connect(format!("{}: {e}", self.0.display())))?;
+            Ok(Box::new(s) as Box<dyn Stream>)
+        })
+    }
+}
+
+/// Why talking to the daemon failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    #[error("cannot reach the daemon: {0}")]
+    Connect(String),
+    #[error("HTTP exchange with the daemon failed: {0}")]
+    Http(String),
+    /// The daemon answered with an error body.
+    #[error("the daemon refused: {body}")]
+    Daemon { status: StatusCode, body: ErrorBody },
+    /// The reply broke the contract (L4).
+    #[error("the daemon's reply is invalid: {0}")]
+    BadReply(String),
+    #[error("{0}")]
+    Version(String),
+}
+
+impl ChannelError {
+    /// Whether the request may have had effects in the guest (it was sent
+    /// and no answer says otherwise).
+    pub fn outcome_unknown(&self) -> bool {
+        matches!(self, ChannelError::Http(_) | ChannelError::BadReply(_))
+    }
+}
+
+/// An open channel.
+#[derive(Debug)]
+pub struct Channel {
+    connector: Box<dyn Connect>,
+    sender: SendRequest<Full<Bytes>>,
+    token: Secret,
+    info: Info,
+}
+
+async fn handshake(connector: &dyn Connect) -> Result<SendRequest<Full<Bytes>>, ChannelError> {
+    let stream = connector.connect().await?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| ChannelError::Http(e.to_string()))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+impl Channel {
+    /// Connects, reads `/v1/info` and checks the protocol version.
+    pub async fn open(connector: Box<dyn Connect>, token: Secret) -> Result<Channel, ChannelError> {
+        let sender = handshake(connector.as_ref()).await?;
+        let mut ch = Channel {
+            connector,
+            sender,
+            token,
+            info: placeholder_info(),
+        };
+        let info: Info = ch.get_json(paths::INFO).await?;
+        check_protocol(&info.protocol).map_err(ChannelError::Version)?;
+        ch.info = info;
+        Ok(ch)
+    }
+
+    /// What the daemon said about itself on open.
+    pub fn info(&self) -> &Info {
+        &self.info
+    }
+
+    async fn send(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<(StatusCode, Bytes), ChannelError> {
+        // Replace a connection that died while idle: the request has not
+        // been sent on it, so this cannot repeat an action.
+        if self.sender.ready().await.is_err() {
+            self.sender = handshake(self.connector.as_ref()).await?;
+        }
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, "sandtopd")
+            .header(
+                header::AUTHORIZATION,
+                format!("Bearer {}", self.token.expose()),
+            );
+        let body = match body {
+            Some(b) => {
+                req = req.header(header::CONTENT_TYPE, "application/json");
+                Full::new(Bytes::from(b))
+            }
+            None => Full::new(Bytes::new()),
+        };
+        let req = req
+            .body(body)
+            .map_err(|e| ChannelError::Http(e.to_string()))?;
+        let resp = self
+            .sender
+            .send_request(req)
+            .await
+            .map_err(|e| ChannelError::Http(e.to_string()))?;
+        let status = resp.status();
+        let json = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+        let bytes = Limited::new(resp.into_body(), limits::MAX_REPLY_BYTES)
+            .collect()
+            .await
+            .map_err(|e| ChannelError::BadReply(format!("reading the body: {e}")))?
+            .to_bytes();
+        if !json {
+            return Err(ChannelError::BadReply(format!(
+                "status {status} without a JSON body"
+            )));
+        }
+        Ok((status, bytes))
+    }
+
+    async fn exchange<T: DeserializeOwned>(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<T, ChannelError> {
+        let (status, bytes) = self.send(method, path, body).await?;
+        if !status.is_success() {
+            let body: ErrorBody = serde_json::from_slice(&bytes).map_err(|e| {
+                ChannelError::BadReply(format!("status {status} with an unreadable error: {e}"))
+            })?;
+            return Err(ChannelError::Daemon { status, body });
+        }
+        serde_json::from_slice(&bytes).map_err(|e| ChannelError::BadReply(e.to_string()))
+    }
+
+    async fn get_json<T: DeserializeOwned>(&mut self, path: &str) -> Result<T, ChannelError> {
+        self.exchange(Method::GET, path, None).await
+    }
+
+    /// `GET /v1/health`. A daemon whose display is down answers 503 with
+    /// a Health body, which is returned like a 200.
+    pub async fn health(&mut self) -> Result<Health, ChannelError> {
+        let (status, bytes) = self.send(Method::GET, paths::HEALTH, None).await?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| ChannelError::BadReply(format!("health with status {status}: {e}")))
+    }
+
+    /// `POST /v1/screenshot`, validated.
+    pub async fn screenshot(
+        &mut self,
+        options: &ScreenshotOptions,
+    ) -> Result<ScreenshotResponse, ChannelError> {
+        let body = serde_json::to_vec(options).map_err(|e| ChannelError::Http(e.to_string()))?;
+        let r: ScreenshotResponse = self
+            .exchange(Method::POST, paths::SCREENSHOT, Some(body))
+            .await?;
+        check_screenshot(&r.screenshot)?;
+        Ok(r)
+    }
+
+    /// `POST /v1/actions`, validated. Sent at most once.
+    pub async fn act(&mut self, request: &BatchRequest) -> Result<BatchResponse, ChannelError> {
+        let body = serde_json::to_vec(request).map_err(|e| ChannelError::Http(e.to_string()))?;
+        let r: BatchResponse = self
+            .exchange(Method::POST, paths::ACTIONS, Some(body))
+            .await?;
+        if r.executed != request.actions.len() {
+            return Err(ChannelError::BadReply(format!(
+                "{} actions sent, the reply says {} ran",
+                request.actions.len(),
+                r.executed
+            )));
+        }
+        check_screenshot(&r.screenshot)?;
+        Ok(r)
+    }
+}
+
+fn placeholder_info() -> Info {
+    Info {
+        protocol: String::new(),
+        daemon_version: String::new(),
+        display: None,
+        capabilities: sandtop_protocol::Capabilities {
+            xtest: false,
+            shm: false,
+            damage: false,
+            xfixes: false,
+            randr: false,
+            formats: Vec::new(),
+        },
+        limits: sandtop_protocol::Limits::current(),
+    }
+}
+
+/// Checks a screenshot from the daemon: a consistent ScaleMap, image size
+/// within limits, and encoded bytes that really are that format at that
+/// size (PNG IHDR, WebP RIFF/VP8L header).
+pub fn check_screenshot(s: &Screenshot) -> Result<Vec<u8>, ChannelError> {
+    let bad = |m: String| ChannelError::BadReply(m);
+    s.scale_map
+        .check()
+        .map_err(|e| bad(format!("inconsistent scale map: {e}")))?;
+    if (s.width, s.height) != (s.scale_map.image.width, s.scale_map.image.height) {
+        return Err(bad(format!(
+            "a {}x{} image with a scale map for {}",
+            s.width, s.height, s.scale_map.image
+        )));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(&s.data)
+        .map_err(|e| bad(format!("screenshot is not base64: {e}")))?;
+    let (w, h) = match s.format {
+        ImageFormat::Png => png_size(&bytes),
+        ImageFormat::Webp => webp_size(&bytes),
+    }
+    .ok_or_else(|| bad(format!("screenshot bytes are not a {:?} image", s.format)))?;
+    if (w, h) != (s.width, s.height) {
+        return Err(bad(format!(
+            "screenshot declares {}x{} but the image is {w}x{h}",
+            s.width, s.height
+        )));
+    }
+    Ok(bytes)
+}
+
+fn png_size(b: &[u8]) -> Option<(u32, u32)> {
+    const SIG: &[u8] = b"\x89PNG\r\n\x1a\n";
+    if b.len() < 24 || &b[..8] != SIG || &b[12..16] != b"IHDR" {
+        return None;
+    }
+    let w = u32::from_be_bytes(b[16..20].try_into().ok()?);
+    let h = u32::from_be_bytes(b[20..24].try_into().ok()?);
+    Some((w, h))
+}
+
+fn webp_size(b: &[u8]) -> Option<(u32, u32)> {
+    // RIFF....WEBPVP8L, then a signature byte 0x2f and 14-bit sizes - 1.
+    if b.len() < 25 || &b[0..4] != b"RIFF" || &b[8..12] != b"WEBP" || &b[12..16] != b"VP8L" {
+        return None;
+    }
+    if b[20] != 0x2f {
+        return None;
+    }
+    let bits = u32::from_le_bytes(b[21..25].try_into().ok()?);
+    Some(((bits & 0x3fff) + 1, ((bits >> 14) & 0x3fff) + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandtop_protocol::{ScaleMap, Size};
+
+    fn png(w: u32, h: u32) -> Vec<u8> {
+        let mut v = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+        v.extend_from_slice(&w.to_be_bytes());
+        v.extend_from_slice(&h.to_be_bytes());
+        v.extend_from_slice(&[8, 2, 0, 0, 0]);
+        v
+    }
+
+    fn shot(bytes: &[u8], w: u32, h: u32) -> Screenshot {
+        Screenshot {
+            format: ImageFormat::Png,
+            width: w,
+            height: h,
+            data: base64::engine::general_purpose::STANDARD.encode(bytes),
+            scale_map: ScaleMap::identity(Size::new(w, h)),
+        }
+    }
+
+    #[test]
+    fn screenshots_are_checked_against_their_bytes() {
+        assert!(check_screenshot(&shot(&png(64, 32), 64, 32)).is_ok());
+        // Declared size differs from the image.
+        let mut s = shot(&png(64, 32), 64, 32);
+        s.width = 65;
+        assert!(check_screenshot(&s).is_err());
+        let s = shot(&png(64, 33), 64, 32);
+        assert!(
+            matches!(check_screenshot(&s), Err(ChannelError::BadReply(m)) if m.contains("64x33"))
+        );
+        // Not a PNG at all.
+        assert!(check_screenshot(&shot(b"GIF89a.......................", 64, 32)).is_err());
+        let mut s = shot(&png(64, 32), 64, 32);
+        s.data = "%%%".into();
+        assert!(check_screenshot(&s).is_err());
+    }
+}

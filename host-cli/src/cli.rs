@@ -1,0 +1,429 @@
+//! The command line: parsing (clap) and the subcommands' bodies. Errors
+//! carry context (`anyhow`); `main` maps them to exit codes.
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Parser, Subcommand};
+use sandtop_protocol::{Action, BatchRequest, Fit, ImageFormat, ScaleMap, ScreenshotOptions, Size};
+use serde_json::{Value, json};
+
+use crate::channel::{ChannelError, check_screenshot};
+use crate::guest::{self, StartRequest, State};
+use crate::session::{self, BackendKind, SessionDir, SessionRecord, Store};
+
+/// Sandtop: an isolated, exact, fast desktop for computer-use models.
+#[derive(Debug, Parser)]
+#[command(name = "host-cli", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start, list, stop and clean up guests.
+    #[command(subcommand)]
+    Guest(GuestCommand),
+    /// Take one screenshot of a session and write it to a file.
+    Screenshot(ScreenshotArgs),
+    /// Run Responses-API-shaped actions against a session; print the result
+    /// as JSON (exit status 1 when an action failed or was refused).
+    Act(ActArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GuestCommand {
+    /// Start a guest and print its session name.
+    Start(StartArgs),
+    /// List sessions.
+    Ls {
+        /// Print a JSON array (name, backend, state, display, ...).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a session (or all of them) and remove its folder.
+    Stop {
+        /// The session to stop.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        name: Option<String>,
+        /// Stop every session.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Print the tail of a session's log.
+    Logs { name: String },
+}
+
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// Session name (default: generated).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Where the guest runs. `local` runs Xvfb and sandtopd on this host
+    /// with NO isolation (for development and tests).
+    #[arg(long, value_enum, default_value_t = BackendKind::Local)]
+    pub backend: BackendKind,
+    /// Screen size of the guest's display.
+    #[arg(long, default_value = "1280x800", value_parser = Size::parse)]
+    pub display: Size,
+    /// Print the session as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SessionArg {
+    /// The session (may be left out when exactly one is running).
+    #[arg(long)]
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ScreenshotArgs {
+    #[command(flatten)]
+    pub session: SessionArg,
+    /// Scale to fit this size (aspect ratio kept).
+    #[arg(long, value_parser = Size::parse)]
+    pub size: Option<Size>,
+    /// Image format.
+    #[arg(long, value_enum, default_value = "png")]
+    pub format: FormatArg,
+    /// Draw the pointer into the image.
+    #[arg(long)]
+    pub cursor: bool,
+    /// Output file (created 0600; an existing file is never overwritten).
+    #[arg(short = 'o', long)]
+    pub output: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum FormatArg {
+    Png,
+    Webp,
+}
+
+impl From<FormatArg> for ImageFormat {
+    fn from(f: FormatArg) -> ImageFormat {
+        match f {
+            FormatArg::Png => ImageFormat::Png,
+            FormatArg::Webp => ImageFormat::Webp,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ActArgs {
+    #[command(flatten)]
+    pub session: SessionArg,
+    /// The coordinate space: the size of the screenshot the coordinates
+    /// refer to (aspect ratio kept, as `screenshot --size` makes it).
+    #[arg(long, value_parser = Size::parse)]
+    pub size: Option<Size>,
+    /// Write the final screenshot here (created 0600, never overwritten).
+    #[arg(short = 'o', long)]
+    pub output: Option<PathBuf>,
+    /// One action as JSON (e.g. '{"type":"click","button":"left","x":10,"y":20}')
+    /// or an array of actions, Responses API shapes.
+    pub actions: String,
+}
+
+/// Runs the command line; returns the exit code.
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Guest(g) => guest_command(g).await,
+        Command::Screenshot(a) => screenshot(a).await,
+        Command::Act(a) => act(a).await,
+    }
+}
+
+async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
+    let store = Store::open()?;
+    match cmd {
+        GuestCommand::Start(a) => {
+            let name = match a.name {
+                Some(n) => n,
+                None => session::new_name()?,
+            };
+            let req = StartRequest {
+                name,
+                screen: a.display,
+            };
+            let rec = match a.backend {
+                BackendKind::Local => {
+                    eprintln!(
+                        "host-cli: the local backend runs the desktop as you, on this host: no isolation"
+                    );
+                    guest::start(&store, &guest::local::LocalBackend, &req).await?
+                }
+                BackendKind::Docker => {
+                    let b = guest::docker::DockerBackend::connect().await?;
+                    guest::start(&store, &b, &req).await?
+                }
+            };
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&ls_entry(&rec, State::Running))?
+                );
+            } else {
+                println!("{}", rec.name);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        GuestCommand::Ls { json } => {
+            let mut rows = Vec::new();
+            for (dir, rec) in store.list()? {
+                let st = guest::state(&dir, &rec).await;
+                rows.push(ls_entry(&rec, st));
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else if rows.is_empty() {
+                println!("no sessions");
+            } else {
+                println!(
+                    "{:<12} {:<8} {:<13} {:<10}",
+                    "NAME", "BACKEND", "STATE", "DISPLAY"
+                );
+                for r in &rows {
+                    println!(
+                        "{:<12} {:<8} {:<13} {:<10}",
+                        r["name"].as_str().unwrap_or(""),
+                        r["backend"].as_str().unwrap_or(""),
+                        r["state"].as_str().unwrap_or(""),
+                        r["display"].as_str().unwrap_or("")
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        GuestCommand::Stop { name, all } => {
+            let targets: Vec<(SessionDir, SessionRecord)> = if all {
+                store.list()?
+            } else {
+                let dir = store.get(name.as_deref().unwrap_or_default())?;
+                let rec = dir.load()?;
+                vec![(dir, rec)]
+            };
+            let mut failed = false;
+            for (dir, rec) in targets {
+                match guest::stop(&store, &dir, &rec).await {
+                    Ok(()) => println!("stopped {}", rec.name),
+                    Err(e) => {
+                        failed = true;
+                        eprintln!("host-cli: stopping {}: {e:#}", rec.name);
+                    }
+                }
+            }
+            Ok(if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        GuestCommand::Logs { name } => {
+            let dir = store.get(&name)?;
+            let rec = dir.load()?;
+            let text = match rec.backend {
+                BackendKind::Local => {
+                    use guest::Backend as _;
+                    guest::local::LocalBackend.logs(&dir, &rec).await?
+                }
+                BackendKind::Docker => {
+                    use guest::Backend as _;
+                    guest::docker::DockerBackend::connect()
+                        .await?
+                        .logs(&dir, &rec)
+                        .await?
+                }
+            };
+            println!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn ls_entry(rec: &SessionRecord, state: State) -> Value {
+    let mut v = json!({
+        "name": rec.name,
+        "backend": rec.backend,
+        "state": state,
+        "display": rec.screen.to_string(),
+        "created_unix": rec.created_unix,
+    });
+    if let Some(d) = &rec.docker {
+        v["container"] = json!(d.container_name);
+        v["container_id"] = json!(d.container_id);
+    }
+    if let Some(l) = &rec.local {
+        v["pid"] = json!(l.pid);
+    }
+    v
+}
+
+/// The session named, or the only running one.
+pub async fn resolve_session(
+    store: &Store,
+    name: Option<&str>,
+) -> anyhow::Result<(SessionDir, SessionRecord)> {
+    if let Some(n) = name {
+        let dir = store.get(n)?;
+        let rec = dir.load()?;
+        return Ok((dir, rec));
+    }
+    let mut running = Vec::new();
+    for (dir, rec) in store.list()? {
+        if guest::state(&dir, &rec).await == State::Running {
+            running.push((dir, rec));
+        }
+    }
+    match running.len() {
+        1 => Ok(running.remove(0)),
+        0 => bail!("no session is running: start one with `host-cli guest start`"),
+        n => bail!(
+            "{n} sessions are running ({}): pick one with --session NAME",
+            running
+                .iter()
+                .map(|(_, r)| r.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Writes `bytes` to a new file, 0600; never replaces an existing file
+/// (CONTRACT.md rule 25).
+pub fn write_new_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                anyhow::anyhow!(
+                    "{} already exists; screenshots never overwrite a file",
+                    path.display()
+                )
+            } else {
+                anyhow::anyhow!("cannot create {}: {e}", path.display())
+            }
+        })?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    Ok(())
+}
+
+async fn screenshot(a: ScreenshotArgs) -> anyhow::Result<ExitCode> {
+    let store = Store::open()?;
+    let (dir, rec) = resolve_session(&store, a.session.session.as_deref()).await?;
+    let mut ch = guest::open_channel(&dir, &rec).await?;
+    let options = ScreenshotOptions {
+        size: a.size,
+        fit: Fit::Contain,
+        region: None,
+        format: a.format.into(),
+        cursor: a.cursor,
+    };
+    let shot = ch.screenshot(&options).await?;
+    let bytes = check_screenshot(&shot.screenshot)?;
+    write_new_file(&a.output, &bytes)?;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json!({
+            "file": a.output,
+            "width": shot.screenshot.width,
+            "height": shot.screenshot.height,
+            "format": shot.screenshot.format,
+            "bytes": bytes.len(),
+            "scale_map": shot.screenshot.scale_map,
+            "timings": shot.timings,
+        }))?
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Parses `act`'s argument: one action object or an array of them, with
+/// the daemon's strict rules (an unknown field is an error here too).
+pub fn parse_actions(text: &str) -> anyhow::Result<Vec<Action>> {
+    let v: Value = serde_json::from_str(text).context("the actions are not valid JSON")?;
+    let list = match v {
+        Value::Array(items) => items,
+        obj @ Value::Object(_) => vec![obj],
+        _ => bail!("expected one action object or an array of actions"),
+    };
+    if list.is_empty() {
+        bail!("no actions given");
+    }
+    list.into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            serde_json::from_value::<Action>(a).with_context(|| format!("action {i} is invalid"))
+        })
+        .collect()
+}
+
+async fn act(a: ActArgs) -> anyhow::Result<ExitCode> {
+    let actions = parse_actions(&a.actions)?;
+    let store = Store::open()?;
+    let (dir, rec) = resolve_session(&store, a.session.session.as_deref()).await?;
+    let mut ch = guest::open_channel(&dir, &rec).await?;
+    let screenshot = ScreenshotOptions {
+        size: a.size,
+        ..ScreenshotOptions::default()
+    };
+    let request = BatchRequest {
+        actions,
+        screenshot,
+        expect_scale_map: None,
+    };
+    match ch.act(&request).await {
+        Ok(r) => {
+            let mut file = Value::Null;
+            if let Some(path) = &a.output {
+                let bytes = check_screenshot(&r.screenshot)?;
+                write_new_file(path, &bytes)?;
+                file = json!(path);
+            }
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({
+                    "ok": true,
+                    "executed": r.executed,
+                    "scale_map": r.screenshot.scale_map,
+                    "screenshot": {
+                        "width": r.screenshot.width,
+                        "height": r.screenshot.height,
+                        "format": r.screenshot.format,
+                        "file": file,
+                    },
+                    "timings": r.timings,
+                }))?
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(ChannelError::Daemon { body, .. }) => {
+            // The map these coordinates were checked against, as the daemon
+            // computed it from the screen it reported on open.
+            let scale_map = ch
+                .info()
+                .display
+                .and_then(|screen| ScaleMap::fit(screen, None, a.size, Fit::Contain).ok());
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({
+                    "ok": false,
+                    "executed": body.executed.unwrap_or(0),
+                    "error": body,
+                    "scale_map": scale_map,
+                }))?
+            );
+            Ok(ExitCode::FAILURE)
+        }
+        Err(e) => Err(e.into()),
+    }
+}

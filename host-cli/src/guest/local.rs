@@ -1,0 +1,182 @@
+//! The local backend: `sandtopd serve --xvfb` as a process group on this
+//! host. No isolation whatsoever (the desktop runs as you, with your
+//! network and files); it exists for development and the x11 tests.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use rustix::process::{Pid, Signal};
+
+use super::{Backend, StartRequest};
+use crate::channel::{Channel, Connect, UnixConnector};
+use crate::secret::Secret;
+use crate::session::{BackendKind, LocalRecord, SessionDir, SessionRecord, now_unix};
+
+/// How long `start` waits for the daemon to answer.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The local backend.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalBackend;
+
+/// Finds `sandtopd`: `$SANDTOPD_BIN`, next to this executable, or on PATH.
+pub fn sandtopd_binary() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("SANDTOPD_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    if let Ok(me) = std::env::current_exe()
+        && let Some(dir) = me.parent()
+    {
+        let sibling = dir.join("sandtopd");
+        if sibling.is_file() {
+            return Ok(sibling);
+        }
+    }
+    which("sandtopd").context(
+        "sandtopd not found: build it (cargo build -p sandtopd), install it \
+         (cargo install --path daemon) or set SANDTOPD_BIN",
+    )
+}
+
+/// A program on PATH.
+pub fn which(program: &str) -> Option<PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|p| p.join(program))
+        .find(|p| p.is_file())
+}
+
+fn pid_of(rec: &SessionRecord) -> anyhow::Result<Pid> {
+    rec.local
+        .as_ref()
+        .and_then(|l| Pid::from_raw(l.pid))
+        .context("the session record has no local process")
+}
+
+/// Whether `pid` is a live sandtopd serving this session's socket (a
+/// reused pid belonging to something else does not count).
+fn is_our_daemon(pid: Pid, dir: &SessionDir) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{}/cmdline", pid.as_raw_nonzero())) else {
+        return false;
+    };
+    let socket = dir.socket_path();
+    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    args.iter().any(|a| a.ends_with(b"sandtopd"))
+        && args
+            .iter()
+            .any(|a| *a == socket.as_os_str().as_encoded_bytes())
+}
+
+/// Ends the process group of `pid`: SIGTERM to the daemon (which stops its
+/// Xvfb and window manager), then SIGKILL to the group after `grace`.
+async fn terminate_group(pid: Pid, dir: &SessionDir, grace: Duration) {
+    let _ = rustix::process::kill_process(pid, Signal::TERM);
+    let end = Instant::now() + grace;
+    while Instant::now() < end && is_our_daemon(pid, dir) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = rustix::process::kill_process_group(pid, Signal::KILL);
+}
+
+fn log_tail(dir: &SessionDir, lines: usize) -> String {
+    let text = std::fs::read_to_string(dir.log_path()).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+impl Backend for LocalBackend {
+    async fn start(&self, dir: &SessionDir, req: &StartRequest) -> anyhow::Result<SessionRecord> {
+        let bin = sandtopd_binary()?;
+        let log = std::fs::File::create(dir.log_path()).context("creating the daemon log")?;
+        let mut cmd = std::process::Command::new(&bin);
+        cmd.arg("serve")
+            .arg("--xvfb")
+            .arg("--screen")
+            .arg(req.screen.to_string())
+            .arg("--socket")
+            .arg(dir.socket_path())
+            .arg("--token-file")
+            .arg(dir.token_path());
+        if which("openbox").is_some() {
+            cmd.args(["--wm", "openbox"]);
+        } else {
+            tracing::warn!("openbox is not installed; the local desktop has no window manager");
+        }
+        for k in crate::SECRET_ENV {
+            cmd.env_remove(k);
+        }
+        use std::os::unix::process::CommandExt as _;
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            // Its own process group: Ctrl-C in this terminal does not
+            // reach it, and stop can end the whole group.
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let pid = Pid::from_child(&child);
+        // The daemon outlives this command; it is reaped by init.
+        drop(child);
+        let rec = SessionRecord {
+            name: req.name.clone(),
+            backend: BackendKind::Local,
+            screen: req.screen,
+            created_unix: now_unix(),
+            local: Some(LocalRecord {
+                pid: pid.as_raw_nonzero().get(),
+            }),
+            docker: None,
+        };
+        let token = Secret::read(&dir.token_path())?;
+        let end = Instant::now() + READY_TIMEOUT;
+        loop {
+            let ready = async {
+                let c = UnixConnector(dir.socket_path());
+                let mut ch = Channel::open(Box::new(c), token.clone()).await.ok()?;
+                ch.health().await.ok()
+            }
+            .await;
+            if let Some(h) = ready
+                && h.status != sandtop_protocol::HealthStatus::Down
+            {
+                return Ok(rec);
+            }
+            if Instant::now() > end || !is_our_daemon(pid, dir) {
+                let tail = log_tail(dir, 20);
+                terminate_group(pid, dir, Duration::from_secs(2)).await;
+                bail!(
+                    "the local daemon did not become ready within {:?}; its log ends with:\n{tail}",
+                    READY_TIMEOUT
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn stop(&self, dir: &SessionDir, rec: &SessionRecord) -> anyhow::Result<()> {
+        let pid = pid_of(rec)?;
+        if is_our_daemon(pid, dir) {
+            terminate_group(pid, dir, Duration::from_secs(10)).await;
+        }
+        Ok(())
+    }
+
+    async fn connector(
+        &self,
+        dir: &SessionDir,
+        _rec: &SessionRecord,
+    ) -> anyhow::Result<Box<dyn Connect>> {
+        Ok(Box::new(UnixConnector(dir.socket_path())))
+    }
+
+    async fn alive(&self, dir: &SessionDir, rec: &SessionRecord) -> bool {
+        pid_of(rec).is_ok_and(|p| is_our_daemon(p, dir))
+    }
+
+    async fn logs(&self, dir: &SessionDir, _rec: &SessionRecord) -> anyhow::Result<String> {
+        Ok(log_tail(dir, 200))
+    }
+}

@@ -1,0 +1,165 @@
+//! Guests: the backends that run a session's desktop, behind one trait.
+//!
+//! - [`docker::DockerBackend`] (the default): a hardened container built
+//!   from `Dockerfile.guest`, driven through the Docker API (bollard).
+//! - [`local::LocalBackend`]: Xvfb and sandtopd as processes on this host,
+//!   for development and the x11 tests. It isolates nothing.
+//!
+//! A session's lifecycle: `start` claims the session folder, writes the
+//! token, starts the guest and waits until the daemon answers (removing
+//! everything it created if that fails); `connector` opens byte streams to
+//! the daemon; `stop` ends the guest and removes the folder.
+
+pub mod docker;
+pub mod local;
+
+use std::future::Future;
+
+use anyhow::Context as _;
+use sandtop_protocol::Size;
+use serde::Serialize;
+
+use crate::channel::{Channel, Connect};
+use crate::secret::Secret;
+use crate::session::{BackendKind, SessionDir, SessionRecord, Store};
+
+/// What `guest start` asks for.
+#[derive(Debug, Clone)]
+pub struct StartRequest {
+    pub name: String,
+    pub screen: Size,
+}
+
+/// A session's state as its backend sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// The guest runs and its daemon answers.
+    Running,
+    /// The guest runs but the daemon does not answer (yet).
+    Unresponsive,
+    /// The guest is gone; the record is stale (`guest gc` removes it).
+    Exited,
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            State::Running => "running",
+            State::Unresponsive => "unresponsive",
+            State::Exited => "exited",
+        })
+    }
+}
+
+/// A way to run guests.
+pub trait Backend: Sync {
+    /// Starts a guest in the claimed folder `dir`. On error, whatever was
+    /// started is gone again (the caller removes the folder).
+    fn start(
+        &self,
+        dir: &SessionDir,
+        req: &StartRequest,
+    ) -> impl Future<Output = anyhow::Result<SessionRecord>> + Send;
+
+    /// Stops the guest (the caller removes the folder).
+    fn stop(
+        &self,
+        dir: &SessionDir,
+        rec: &SessionRecord,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send;
+
+    /// Opens streams to the session's daemon.
+    fn connector(
+        &self,
+        dir: &SessionDir,
+        rec: &SessionRecord,
+    ) -> impl Future<Output = anyhow::Result<Box<dyn Connect>>> + Send;
+
+    /// Whether the guest still exists.
+    fn alive(&self, dir: &SessionDir, rec: &SessionRecord) -> impl Future<Output = bool> + Send;
+
+    /// The tail of the guest's log.
+    fn logs(
+        &self,
+        dir: &SessionDir,
+        rec: &SessionRecord,
+    ) -> impl Future<Output = anyhow::Result<String>> + Send;
+}
+
+/// Opens the authenticated channel to a session.
+pub async fn open_channel(dir: &SessionDir, rec: &SessionRecord) -> anyhow::Result<Channel> {
+    let token = Secret::read(&dir.token_path())?;
+    let connector = match rec.backend {
+        BackendKind::Local => local::LocalBackend.connector(dir, rec).await?,
+        BackendKind::Docker => {
+            docker::DockerBackend::connect()
+                .await?
+                .connector(dir, rec)
+                .await?
+        }
+    };
+    Channel::open(connector, token)
+        .await
+        .with_context(|| format!("opening the channel to session {}", rec.name))
+}
+
+/// Running, unresponsive or exited.
+pub async fn state(dir: &SessionDir, rec: &SessionRecord) -> State {
+    let alive = match rec.backend {
+        BackendKind::Local => local::LocalBackend.alive(dir, rec).await,
+        BackendKind::Docker => match docker::DockerBackend::connect().await {
+            Ok(b) => b.alive(dir, rec).await,
+            Err(_) => false,
+        },
+    };
+    if !alive {
+        return State::Exited;
+    }
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(3), async {
+        let mut ch = open_channel(dir, rec).await.ok()?;
+        ch.health().await.ok()
+    })
+    .await
+    .ok()
+    .flatten();
+    if answered.is_some() {
+        State::Running
+    } else {
+        State::Unresponsive
+    }
+}
+
+/// Starts a session with `backend`, cleaning up on failure.
+pub async fn start<B: Backend>(
+    store: &Store,
+    backend: &B,
+    req: &StartRequest,
+) -> anyhow::Result<SessionRecord> {
+    let dir = store.create(&req.name)?;
+    Secret::generate_token()?.write_new(&dir.token_path())?;
+    match backend.start(&dir, req).await {
+        Ok(rec) => {
+            dir.save(&rec)?;
+            Ok(rec)
+        }
+        Err(e) => {
+            let _ = store.remove(&dir);
+            Err(e)
+        }
+    }
+}
+
+/// Stops a session and removes its folder.
+pub async fn stop(store: &Store, dir: &SessionDir, rec: &SessionRecord) -> anyhow::Result<()> {
+    match rec.backend {
+        BackendKind::Local => local::LocalBackend.stop(dir, rec).await?,
+        BackendKind::Docker => {
+            docker::DockerBackend::connect()
+                .await?
+                .stop(dir, rec)
+                .await?
+        }
+    }
+    store.remove(dir)
+}

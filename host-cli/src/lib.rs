@@ -1,0 +1,24 @@
+//! `host-cli`: Sandtop's host controller.
+//!
+//! What it is: the program on the operator's machine that boots isolated
+//! guests ([`guest`]), talks to each guest's `sandtopd` over an
+//! authenticated channel ([`channel`]), and drives the Responses API
+//! computer tool loop with the approvals the contract requires.
+//! What it is not: it never runs a shell with model output, never sends the
+//! API key into a guest, and never publishes a port.
+//!
+//! How `host-cli act` flows:
+//! 1. [`session`] finds the session's folder and record.
+//! 2. [`guest::open_channel`] asks the session's backend for a stream to
+//!    the daemon and opens the channel (token, protocol version check).
+//! 3. The actions go out once as a `BatchRequest`; the reply is validated
+//!    ([`channel::check_screenshot`]) and printed as JSON.
+
+pub mod channel;
+pub mod cli;
+pub mod guest;
+pub mod secret;
+pub mod session;
+
+/// Environment variables never handed to a guest or a child process.
+pub const SECRET_ENV: &[&str] = &["OPENAI_API_KEY", "SANDTOPD_TOKEN"];

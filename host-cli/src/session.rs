@@ -1,0 +1,279 @@
+//! Sessions on disk.
+//!
+//! Each session has a private folder (0700) under the state directory
+//! (`$SANDTOP_STATE_DIR`, else `$XDG_STATE_HOME/sandtop`, else
+//! `~/.local/state/sandtop`) holding its record (`session.json`), its token
+//! (`token`, 0600), the daemon's socket and log. For Docker sessions the
+//! folder is the one host mount the guest gets (at `/run/sandtop`).
+//! Creating the folder is the lock on the name: `mkdir` is atomic, so two
+//! `guest start --name x` cannot both win.
+
+use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use sandtop_protocol::Size;
+use serde::{Deserialize, Serialize};
+
+/// Which backend runs a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendKind {
+    /// A hardened Docker container (the default).
+    Docker,
+    /// Xvfb and sandtopd as processes on this host: no isolation at all.
+    Local,
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BackendKind::Docker => "docker",
+            BackendKind::Local => "local",
+        })
+    }
+}
+
+/// What a local session runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalRecord {
+    /// The daemon's pid; it leads its own process group (Xvfb and the
+    /// window manager are in it).
+    pub pid: i32,
+}
+
+/// What a Docker session runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DockerRecord {
+    pub container_id: String,
+    pub container_name: String,
+    pub image: String,
+}
+
+/// A session's record (`session.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub name: String,
+    pub backend: BackendKind,
+    pub screen: Size,
+    /// Seconds since the Unix epoch.
+    pub created_unix: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<LocalRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker: Option<DockerRecord>,
+}
+
+/// The state directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+/// A session's folder.
+#[derive(Debug, Clone)]
+pub struct SessionDir {
+    pub name: String,
+    pub path: PathBuf,
+}
+
+impl SessionDir {
+    pub fn record_path(&self) -> PathBuf {
+        self.path.join("session.json")
+    }
+    pub fn token_path(&self) -> PathBuf {
+        self.path.join("token")
+    }
+    pub fn socket_path(&self) -> PathBuf {
+        self.path.join("sandtopd.sock")
+    }
+    pub fn log_path(&self) -> PathBuf {
+        self.path.join("daemon.log")
+    }
+
+    /// Writes the record (atomically: temp file + rename).
+    pub fn save(&self, rec: &SessionRecord) -> anyhow::Result<()> {
+        let tmp = self.path.join("session.json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(rec)?)?;
+        std::fs::rename(&tmp, self.record_path())?;
+        Ok(())
+    }
+
+    pub fn load(&self) -> anyhow::Result<SessionRecord> {
+        let bytes = std::fs::read(self.record_path())
+            .with_context(|| format!("reading the record of session {}", self.name))?;
+        serde_json::from_slice(&bytes)
+            .with_context(|| format!("the record of session {} is damaged", self.name))
+    }
+}
+
+/// Checks a session name: 1-32 of `a-z`, `0-9`, `-`, starting with a
+/// letter or digit (it becomes part of a container name and a path).
+pub fn check_name(name: &str) -> anyhow::Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 32
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-');
+    if ok {
+        Ok(())
+    } else {
+        bail!(
+            "invalid session name `{}`: use 1-32 characters a-z, 0-9 and `-`, not starting with `-`",
+            name.chars().take(40).collect::<String>()
+        )
+    }
+}
+
+/// A fresh session name, `s` and 6 hex digits.
+pub fn new_name() -> anyhow::Result<String> {
+    let mut b = [0u8; 3];
+    getrandom::fill(&mut b).map_err(|e| anyhow::anyhow!("random name: {e}"))?;
+    Ok(format!("s{:02x}{:02x}{:02x}", b[0], b[1], b[2]))
+}
+
+impl Store {
+    /// Opens (and creates, 0700) the state directory.
+    pub fn open() -> anyhow::Result<Store> {
+        let root = if let Some(d) = std::env::var_os("SANDTOP_STATE_DIR") {
+            PathBuf::from(d)
+        } else if let Some(d) = std::env::var_os("XDG_STATE_HOME") {
+            PathBuf::from(d).join("sandtop")
+        } else if let Some(h) = std::env::var_os("HOME") {
+            PathBuf::from(h).join(".local/state/sandtop")
+        } else {
+            bail!("no state directory: set SANDTOP_STATE_DIR or HOME");
+        };
+        Store::at(root)
+    }
+
+    /// A store rooted at `root`.
+    pub fn at(root: PathBuf) -> anyhow::Result<Store> {
+        let sessions = root.join("sessions");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&sessions)
+            .with_context(|| format!("creating {}", sessions.display()))?;
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).ok();
+        Ok(Store { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn dir_of(&self, name: &str) -> SessionDir {
+        SessionDir {
+            name: name.to_string(),
+            path: self.root.join("sessions").join(name),
+        }
+    }
+
+    /// Claims a new session folder; fails if the name is taken.
+    pub fn create(&self, name: &str) -> anyhow::Result<SessionDir> {
+        check_name(name)?;
+        let dir = self.dir_of(name);
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir.path) {
+            Ok(()) => Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                bail!("a session named `{name}` already exists (host-cli guest ls)")
+            }
+            Err(e) => Err(e).with_context(|| format!("creating {}", dir.path.display())),
+        }
+    }
+
+    /// An existing session's folder.
+    pub fn get(&self, name: &str) -> anyhow::Result<SessionDir> {
+        check_name(name)?;
+        let dir = self.dir_of(name);
+        if !dir.record_path().exists() {
+            bail!("no session named `{name}` (host-cli guest ls lists them)");
+        }
+        Ok(dir)
+    }
+
+    /// Every session folder with a readable record, by name.
+    pub fn list(&self) -> anyhow::Result<Vec<(SessionDir, SessionRecord)>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(self.root.join("sessions"))? {
+            let entry = entry?;
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if check_name(&name).is_err() {
+                continue;
+            }
+            let dir = self.dir_of(&name);
+            if let Ok(rec) = dir.load() {
+                out.push((dir, rec));
+            }
+        }
+        out.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+        Ok(out)
+    }
+
+    /// Removes a session's folder (token, socket, log and all).
+    pub fn remove(&self, dir: &SessionDir) -> anyhow::Result<()> {
+        match std::fs::remove_dir_all(&dir.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("removing {}", dir.path.display())),
+        }
+    }
+}
+
+/// Seconds since the epoch.
+pub fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        for ok in ["a", "s1a2b3", "my-session", "0"] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-x", "A", "a b", "a/b", "..", "a_b", &"x".repeat(33)] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+        let n = new_name().unwrap();
+        assert!(check_name(&n).is_ok(), "{n}");
+    }
+
+    #[test]
+    fn create_is_exclusive_and_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::at(tmp.path().to_path_buf()).unwrap();
+        let d = store.create("one").unwrap();
+        let mode = std::fs::metadata(&d.path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        assert!(
+            store
+                .create("one")
+                .unwrap_err()
+                .to_string()
+                .contains("already exists")
+        );
+        let rec = SessionRecord {
+            name: "one".into(),
+            backend: BackendKind::Local,
+            screen: Size::new(800, 600),
+            created_unix: 1,
+            local: Some(LocalRecord { pid: 42 }),
+            docker: None,
+        };
+        d.save(&rec).unwrap();
+        assert_eq!(store.list().unwrap().len(), 1);
+        assert_eq!(store.get("one").unwrap().load().unwrap(), rec);
+        store.remove(&d).unwrap();
+        assert!(store.get("one").is_err());
+    }
+}
