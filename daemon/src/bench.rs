@@ -139,33 +139,39 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// A desktop-like scene: vertical gradient, panels, text-like stripes and a
-/// noisy photo area. Deterministic.
+/// A desktop-like scene, deterministic: a gradient wallpaper, a window of
+/// text (5x7 glyphs from a fixed set, in lines and words, like a page), a
+/// "photo" (a smooth colour field with mild noise), and a panel.
 fn scene(x: u32, y: u32) -> (u8, u8, u8) {
-    let mut seed = x.wrapping_mul(2_654_435_761) ^ y.wrapping_mul(40_503);
-    seed ^= seed >> 13;
-    let noise = (seed.wrapping_mul(0x5bd1_e995) >> 24) as u8;
+    let hash = |a: u32, b: u32| {
+        let mut h = a.wrapping_mul(2_654_435_761) ^ b.wrapping_mul(40_503);
+        h ^= h >> 13;
+        h.wrapping_mul(0x5bd1_e995) >> 24
+    };
     if (1200..1800).contains(&x) && (150..750).contains(&y) {
-        // "Photo": smooth colour field plus noise.
-        let r = ((x - 1200) * 255 / 600) as u8;
-        let g = ((y - 150) * 255 / 600) as u8;
-        return (
-            r.wrapping_add(noise / 4),
-            g.wrapping_add(noise / 5),
-            128u8.wrapping_add(noise / 3),
-        );
+        let (fx, fy) = (f64::from(x - 1200) / 600.0, f64::from(y - 150) / 600.0);
+        let v = (fx * 9.0).sin() + (fy * 7.0).cos() + ((fx + fy) * 5.0).sin();
+        let n = (hash(x, y) % 7) as f64 - 3.0;
+        let c = |k: f64| ((v * 40.0 + k + n).clamp(0.0, 255.0)) as u8;
+        return (c(120.0), c(100.0), c(80.0));
     }
     if (100..1100).contains(&x) && (100..900).contains(&y) {
-        // A window with lines of "text".
-        let line = (y - 100) % 24;
-        let glyph = (x - 100) % 9;
-        if line < 14 && glyph < 6 && noise > 110 && !(x / 97 + y / 24).is_multiple_of(5) {
-            return (30, 30, 30);
+        let (cx, cy) = ((x - 100) / 8, (y - 100) / 16);
+        let (gx, gy) = ((x - 100) % 8, (y - 100) % 16);
+        // Words of 3-9 glyphs separated by spaces, ragged line ends.
+        let in_word = (cx + cy * 7) % 11 < 3 + hash(cy, 1) % 7;
+        let line_len = 60 + hash(cy, 2) % 60;
+        if in_word && cx < line_len && gx < 5 && (4..11).contains(&gy) {
+            let glyph = hash(cx, cy) % 40;
+            let bit = (gy - 4) * 5 + gx;
+            if (hash(glyph, 97) >> (bit % 24)) & 1 == 1 || bit % 7 == 0 {
+                return (25, 25, 30);
+            }
         }
         return (250, 250, 250);
     }
     if y > 1040 {
-        return (45, 45, 60); // a panel
+        return (45, 45, 60);
     }
     let v = (y * 120 / 1080) as u8;
     (40 + v, 70 + v, 120 + v / 2)
@@ -434,6 +440,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }],
         screenshot: ScreenshotOptions::default(),
         expect_scale_map: None,
+        final_screenshot: false,
     };
     let mut clicks = Vec::with_capacity(n);
     for i in 0..n {
@@ -480,6 +487,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             }],
             screenshot: ScreenshotOptions::default(),
             expect_scale_map: None,
+            final_screenshot: false,
         };
         let mut v = Vec::with_capacity(type_n);
         for _ in 0..type_n {
@@ -523,6 +531,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }],
         screenshot: opts,
         expect_scale_map: None,
+        final_screenshot: true,
     })?;
     let mut steps = Vec::with_capacity(n);
     for _ in 0..n.min(100) {

@@ -619,6 +619,7 @@ fn openapi_schemas_have_exactly_the_fields_of_the_rust_types() {
         actions: actions.iter().map(|(_, a)| a.clone()).collect(),
         screenshot: options,
         expect_scale_map: Some(map),
+        final_screenshot: false,
     };
     assert_schema_fields("BatchRequest", &serde_json::to_value(&request).unwrap());
     assert_schema_fields("ScaleMap", &serde_json::to_value(map).unwrap());
@@ -647,7 +648,7 @@ fn openapi_schemas_have_exactly_the_fields_of_the_rust_types() {
         "BatchResponse",
         &serde_json::to_value(BatchResponse {
             executed: 9,
-            screenshot: shot.clone(),
+            screenshot: Some(shot.clone()),
             timings,
         })
         .unwrap(),
@@ -1709,13 +1710,13 @@ async fn coordinates_map_through_scale_map_to_screen() {
             .batch(json!({"actions": actions, "screenshot": options}))
             .await;
         let batch = reply.batch();
-        assert_eq!(batch.screenshot.scale_map, map, "{options}");
+        assert_eq!(batch.screenshot.as_ref().unwrap().scale_map, map, "{options}");
         assert_eq!(
-            (batch.screenshot.width, batch.screenshot.height),
+            (batch.screenshot.as_ref().unwrap().width, batch.screenshot.as_ref().unwrap().height),
             (map.image.width, map.image.height)
         );
         assert_eq!(
-            png_size(&batch.screenshot),
+            png_size(batch.screenshot.as_ref().unwrap()),
             (map.image.width, map.image.height)
         );
         let input = input_of(&fx.take_events(), map.region);
@@ -2781,4 +2782,31 @@ async fn a10_slow_clients_are_dropped_without_hurting_others() {
     let err = bind_unix(&file).await.unwrap_err();
     assert!(err.to_string().contains("not a socket"), "{err}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+}
+
+/// `final_screenshot: false` runs the actions and captures nothing; an
+/// empty batch then takes the settled screenshot (how a host confirms the
+/// screenshot separately, CONTRACT.md rule 11).
+#[tokio::test]
+async fn a_batch_without_final_screenshot_captures_nothing() {
+    let fx = Fx::new();
+    let r = fx
+        .batch(json!({"actions": [click(10, 10)], "final_screenshot": false}))
+        .await;
+    r.assert_ok();
+    let b = r.batch();
+    assert_eq!(b.executed, 1);
+    assert!(b.screenshot.is_none());
+    let evs = fx.take_events();
+    assert!(
+        !evs.iter().any(|e| matches!(e, Event::Capture(_) | Event::Settle)),
+        "{evs:?}"
+    );
+    assert!(evs.contains(&bd(1)));
+    let r = fx.batch(json!({"actions": []})).await;
+    r.assert_ok();
+    assert!(r.batch().screenshot.is_some());
+    let evs = fx.take_events();
+    assert_eq!(evs.iter().filter(|e| matches!(e, Event::Capture(_))).count(), 1);
+    assert!(evs.contains(&Event::Settle), "the final screenshot settles: {evs:?}");
 }

@@ -232,7 +232,20 @@ impl Channel {
                 r.executed
             )));
         }
-        check_screenshot(&r.screenshot)?;
+        match (&r.screenshot, request.final_screenshot) {
+            (Some(s), true) => {
+                check_screenshot(s)?;
+            }
+            (None, false) => {}
+            (Some(_), false) => {
+                return Err(ChannelError::BadReply(
+                    "a screenshot came back though none was asked for".into(),
+                ));
+            }
+            (None, true) => {
+                return Err(ChannelError::BadReply("the final screenshot is missing".into()));
+            }
+        }
         Ok(r)
     }
 }

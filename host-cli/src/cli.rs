@@ -376,16 +376,15 @@ async fn act(a: ActArgs) -> anyhow::Result<ExitCode> {
         size: a.size,
         ..ScreenshotOptions::default()
     };
-    let request = BatchRequest {
-        actions,
-        screenshot,
-        expect_scale_map: None,
-    };
+    let request = BatchRequest::new(actions, screenshot);
     match ch.act(&request).await {
         Ok(r) => {
+            let shot = r
+                .screenshot
+                .context("the daemon sent no final screenshot")?;
             let mut file = Value::Null;
             if let Some(path) = &a.output {
-                let bytes = check_screenshot(&r.screenshot)?;
+                let bytes = check_screenshot(&shot)?;
                 write_new_file(path, &bytes)?;
                 file = json!(path);
             }
@@ -394,11 +393,11 @@ async fn act(a: ActArgs) -> anyhow::Result<ExitCode> {
                 serde_json::to_string_pretty(&json!({
                     "ok": true,
                     "executed": r.executed,
-                    "scale_map": r.screenshot.scale_map,
+                    "scale_map": shot.scale_map,
                     "screenshot": {
-                        "width": r.screenshot.width,
-                        "height": r.screenshot.height,
-                        "format": r.screenshot.format,
+                        "width": shot.width,
+                        "height": shot.height,
+                        "format": shot.format,
                         "file": file,
                     },
                     "timings": r.timings,

@@ -92,6 +92,31 @@ pub struct BatchRequest {
     /// the screen no longer matches it, nothing runs (`stale_scale_map`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_scale_map: Option<ScaleMap>,
+    /// Take the final screenshot (default). A host that must confirm each
+    /// action, and the screenshot, separately (CONTRACT.md rule 11) runs
+    /// actions without it and then asks for it with an empty batch.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub final_screenshot: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+impl BatchRequest {
+    /// A batch with the final screenshot taken with `screenshot` options.
+    pub fn new(actions: Vec<Action>, screenshot: ScreenshotOptions) -> BatchRequest {
+        BatchRequest {
+            actions,
+            screenshot,
+            expect_scale_map: None,
+            final_screenshot: true,
+        }
+    }
 }
 
 /// Time spent in each phase of a request, in milliseconds.
@@ -133,7 +158,9 @@ impl Screenshot {
 pub struct BatchResponse {
     /// How many actions ran (all of them).
     pub executed: usize,
-    pub screenshot: Screenshot,
+    /// The final screenshot; `null` when the request said
+    /// `final_screenshot: false`.
+    pub screenshot: Option<Screenshot>,
     pub timings: Timings,
 }
 

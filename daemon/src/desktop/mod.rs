@@ -327,13 +327,31 @@ impl Desktop {
         }
         let actions_ms = ms(t0.elapsed());
         let executed = steps.len();
-        let (screenshot, mut timings) =
-            self.capture(&map, &req.screenshot, true, cancel)
-                .map_err(|mut body| {
-                    // Every action ran; only the screenshot failed.
-                    body.executed = Some(executed);
-                    body
-                })?;
+        if !req.final_screenshot {
+            let (driver, _, _) = self.parts()?;
+            if let Err(e) = driver.sync() {
+                let mut body = self.driver_error(e, cancel);
+                body.executed = Some(executed);
+                return Err(body);
+            }
+            return Ok(BatchResponse {
+                executed,
+                screenshot: None,
+                timings: Timings {
+                    actions_ms,
+                    total_ms: ms(t0.elapsed()),
+                    ..Timings::default()
+                },
+            });
+        }
+        let (screenshot, mut timings) = self
+            .capture(&map, &req.screenshot, true, cancel)
+            .map_err(|mut body| {
+                // Every action ran; only the screenshot failed.
+                body.executed = Some(executed);
+                body
+            })?;
+        let screenshot = Some(screenshot);
         timings.actions_ms = actions_ms;
         timings.total_ms = ms(t0.elapsed());
         Ok(BatchResponse {
