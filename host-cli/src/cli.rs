@@ -54,8 +54,17 @@ pub enum GuestCommand {
         #[arg(long)]
         all: bool,
     },
-    /// Print the tail of a session's log.
+    /// Print the tail of a session's log (for Docker sessions: the
+    /// container's log).
     Logs { name: String },
+    /// Remove what a killed host-cli left behind: containers labelled
+    /// `sandtop.session` that no live session owns, and stale session
+    /// folders.
+    Gc {
+        /// Print what was removed as a JSON array of lines.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -63,9 +72,10 @@ pub struct StartArgs {
     /// Session name (default: generated).
     #[arg(long)]
     pub name: Option<String>,
-    /// Where the guest runs. `local` runs Xvfb and sandtopd on this host
-    /// with NO isolation (for development and tests).
-    #[arg(long, value_enum, default_value_t = BackendKind::Local)]
+    /// Where the guest runs: `docker` (a hardened container); `local` runs
+    /// Xvfb and sandtopd on this host with NO isolation (for development
+    /// and tests).
+    #[arg(long, value_enum, default_value_t = BackendKind::Docker)]
     pub backend: BackendKind,
     /// Screen size of the guest's display.
     #[arg(long, default_value = "1280x800", value_parser = Size::parse)]
@@ -73,6 +83,48 @@ pub struct StartArgs {
     /// Print the session as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub docker: DockerStartArgs,
+}
+
+/// Options of the Docker backend.
+#[derive(Debug, Args)]
+pub struct DockerStartArgs {
+    /// The guest image (docker backend).
+    #[arg(long, env = "SANDTOP_IMAGE", default_value = guest::docker::DEFAULT_IMAGE)]
+    pub image: String,
+    /// Memory limit; swap is set equal (no swap). E.g. 2g, 768m.
+    #[arg(long, default_value = "2g", value_parser = guest::docker::parse_bytes)]
+    pub memory: i64,
+    /// CPU limit, in CPUs.
+    #[arg(long, default_value = "2", value_parser = guest::docker::parse_cpus)]
+    pub cpus: i64,
+    /// Process/thread limit.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(i64).range(64..=65536))]
+    pub pids: i64,
+    /// Seconds to wait for the guest's daemon to be ready.
+    #[arg(long, default_value_t = 30.0)]
+    pub ready_timeout: f64,
+}
+
+impl DockerStartArgs {
+    /// A Docker backend configured by these options.
+    pub async fn backend(&self) -> anyhow::Result<guest::docker::DockerBackend> {
+        if !(self.ready_timeout.is_finite() && self.ready_timeout >= 0.0) {
+            bail!("--ready-timeout must be a number of seconds");
+        }
+        let limits = guest::docker::Limits {
+            memory_bytes: self.memory,
+            pids: self.pids,
+            nano_cpus: self.cpus,
+            ..guest::docker::Limits::default()
+        };
+        Ok(guest::docker::DockerBackend::connect()
+            .await?
+            .with_image(self.image.clone())
+            .with_limits(limits)
+            .with_ready_timeout(std::time::Duration::from_secs_f64(self.ready_timeout)))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -160,7 +212,7 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                     guest::start(&store, &guest::local::LocalBackend, &req).await?
                 }
                 BackendKind::Docker => {
-                    let b = guest::docker::DockerBackend::connect().await?;
+                    let b = a.docker.backend().await?;
                     guest::start(&store, &b, &req).await?
                 }
             };
@@ -242,6 +294,19 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                 }
             };
             println!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        GuestCommand::Gc { json } => {
+            let done = guest::gc(&store).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&done)?);
+            } else if done.is_empty() {
+                println!("nothing to clean up");
+            } else {
+                for line in &done {
+                    println!("{line}");
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -3,8 +3,14 @@
 //! Each session has a private folder (0700) under the state directory
 //! (`$SANDTOP_STATE_DIR`, else `$XDG_STATE_HOME/sandtop`, else
 //! `~/.local/state/sandtop`) holding its record (`session.json`), its token
-//! (`token`, 0600), the daemon's socket and log. For Docker sessions the
-//! folder is the one host mount the guest gets (at `/run/sandtop`).
+//! (`token`, 0600), the pid of the host-cli that created it (`owner`, for
+//! `guest gc`) and, for local sessions, the daemon's socket and log.
+//! Docker sessions add `guest/`, the one host folder the guest gets
+//! (bind-mounted at `/run/sandtop`): a copy of the token and the daemon's
+//! socket. The guest can write there, so the host never reads a file from
+//! `guest/` (it connects to the socket only after checking it is one, see
+//! `guest::docker::channel`); the record and the host's token stay in the
+//! host-only parent.
 //! Creating the folder is the lock on the name: `mkdir` is atomic, so two
 //! `guest start --name x` cannot both win.
 
@@ -89,6 +95,39 @@ impl SessionDir {
     }
     pub fn log_path(&self) -> PathBuf {
         self.path.join("daemon.log")
+    }
+    /// The folder a Docker guest sees at `/run/sandtop`.
+    pub fn guest_path(&self) -> PathBuf {
+        self.path.join("guest")
+    }
+    /// `PID STARTTIME` of the host-cli that created the folder.
+    pub fn owner_path(&self) -> PathBuf {
+        self.path.join("owner")
+    }
+
+    /// Records this process as the folder's owner (`guest gc` leaves a
+    /// folder without a record alone while its owner runs).
+    pub fn write_owner(&self) -> anyhow::Result<()> {
+        let me = std::process::id();
+        let start = process_start_time(me).unwrap_or(0);
+        std::fs::write(self.owner_path(), format!("{me} {start}\n"))
+            .with_context(|| format!("writing {}", self.owner_path().display()))
+    }
+
+    /// Whether the host-cli that created the folder still runs (same pid
+    /// and the same start time, so a reused pid does not count).
+    pub fn owner_alive(&self) -> bool {
+        let Ok(text) = std::fs::read_to_string(self.owner_path()) else {
+            return false;
+        };
+        let mut it = text.split_whitespace();
+        let (Some(Ok(pid)), Some(Ok(start))) = (
+            it.next().map(str::parse::<u32>),
+            it.next().map(str::parse::<u64>),
+        ) else {
+            return false;
+        };
+        process_start_time(pid).is_some_and(|s| s == start)
     }
 
     /// Writes the record (atomically: temp file + rename).
@@ -214,6 +253,22 @@ impl Store {
         Ok(out)
     }
 
+    /// Every session folder, with or without a record (`guest gc`).
+    pub fn folders(&self) -> anyhow::Result<Vec<SessionDir>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(self.root.join("sessions"))? {
+            let entry = entry?;
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if check_name(&name).is_ok() && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                out.push(self.dir_of(&name));
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
     /// Removes a session's folder (token, socket, log and all).
     pub fn remove(&self, dir: &SessionDir) -> anyhow::Result<()> {
         match std::fs::remove_dir_all(&dir.path) {
@@ -222,6 +277,15 @@ impl Store {
             Err(e) => Err(e).with_context(|| format!("removing {}", dir.path.display())),
         }
     }
+}
+
+/// A process's start time (clock ticks since boot, field 22 of
+/// `/proc/PID/stat`), or `None` when it does not exist.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// Seconds since the epoch.
@@ -275,5 +339,21 @@ mod tests {
         assert_eq!(store.get("one").unwrap().load().unwrap(), rec);
         store.remove(&d).unwrap();
         assert!(store.get("one").is_err());
+    }
+
+    #[test]
+    fn owner_is_this_process_until_it_is_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::at(tmp.path().to_path_buf()).unwrap();
+        let d = store.create("two").unwrap();
+        assert!(!d.owner_alive(), "no owner file yet");
+        d.write_owner().unwrap();
+        assert!(d.owner_alive());
+        // Same pid, another start time: a reused pid.
+        std::fs::write(d.owner_path(), format!("{} 1\n", std::process::id())).unwrap();
+        assert!(!d.owner_alive());
+        std::fs::write(d.owner_path(), "garbage").unwrap();
+        assert!(!d.owner_alive());
+        assert!(process_start_time(std::process::id()).is_some());
     }
 }

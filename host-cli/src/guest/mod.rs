@@ -6,9 +6,11 @@
 //!   for development and the x11 tests. It isolates nothing.
 //!
 //! A session's lifecycle: `start` claims the session folder, writes the
-//! token, starts the guest and waits until the daemon answers (removing
-//! everything it created if that fails); `connector` opens byte streams to
-//! the daemon; `stop` ends the guest and removes the folder.
+//! token and the owner (this process, for `gc`), starts the guest and
+//! waits until the daemon answers (removing everything it created if that
+//! fails); `connector` opens byte streams to the daemon; `stop` ends the
+//! guest and removes the folder; [`gc`] removes what a killed host-cli
+//! left behind (containers and folders).
 
 pub mod docker;
 pub mod local;
@@ -137,7 +139,13 @@ pub async fn start<B: Backend>(
     req: &StartRequest,
 ) -> anyhow::Result<SessionRecord> {
     let dir = store.create(&req.name)?;
-    Secret::generate_token()?.write_new(&dir.token_path())?;
+    let prepared = dir
+        .write_owner()
+        .and_then(|()| Secret::generate_token()?.write_new(&dir.token_path()));
+    if let Err(e) = prepared {
+        let _ = store.remove(&dir);
+        return Err(e);
+    }
     match backend.start(&dir, req).await {
         Ok(rec) => {
             dir.save(&rec)?;
@@ -162,4 +170,54 @@ pub async fn stop(store: &Store, dir: &SessionDir, rec: &SessionRecord) -> anyho
         }
     }
     store.remove(dir)
+}
+
+/// Removes what crashed or killed host-cli processes left behind: Docker
+/// containers labelled `sandtop.session` that no live session owns (see
+/// [`docker::DockerBackend::gc_containers`]), then session folders whose
+/// guest is gone or that have no record and no live creator. Returns one
+/// line per removal. When the Docker engine cannot be reached, Docker
+/// sessions are left alone (their state is unknown).
+pub async fn gc(store: &Store) -> anyhow::Result<Vec<String>> {
+    let mut done = Vec::new();
+    let docker = match docker::DockerBackend::connect().await {
+        Ok(b) => Some(b),
+        Err(e) => {
+            done.push(format!(
+                "docker containers not checked: {}",
+                format!("{e:#}").lines().next().unwrap_or("")
+            ));
+            None
+        }
+    };
+    if let Some(b) = &docker {
+        done.extend(b.gc_containers(store).await?);
+    }
+    for dir in store.folders()? {
+        if !dir.path.exists() {
+            continue;
+        }
+        let why = match dir.load() {
+            Ok(rec) => match rec.backend {
+                BackendKind::Local => (!local::LocalBackend.alive(&dir, &rec).await)
+                    .then_some("its local daemon is gone"),
+                BackendKind::Docker => match &docker {
+                    Some(b) if !b.alive(&dir, &rec).await => {
+                        if let Some(d) = &rec.docker {
+                            b.remove(&d.container_id).await?;
+                        }
+                        Some("its container is gone")
+                    }
+                    _ => None,
+                },
+            },
+            Err(_) if dir.owner_alive() => None,
+            Err(_) => Some("it has no record and the host-cli that created it is gone"),
+        };
+        if let Some(why) = why {
+            store.remove(&dir)?;
+            done.push(format!("removed session folder {}: {why}", dir.name));
+        }
+    }
+    Ok(done)
 }
