@@ -33,6 +33,13 @@ pub enum Command {
     /// Run Responses-API-shaped actions against a session; print the result
     /// as JSON (exit status 1 when an action failed or was refused).
     Act(ActArgs),
+    /// What works on this host and what does not (Docker, the guest image,
+    /// X, XTEST and SHM inside a throwaway guest), one line each, with the
+    /// fix when something fails.
+    Doctor(crate::doctor::DoctorArgs),
+    /// Guest figures: boot to ready, a step through the channel (socket
+    /// and exec), idle memory, N guests side by side.
+    Bench(crate::bench::BenchArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -189,6 +196,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Guest(g) => guest_command(g).await,
         Command::Screenshot(a) => screenshot(a).await,
         Command::Act(a) => act(a).await,
+        Command::Doctor(a) => crate::doctor::run(a).await,
+        Command::Bench(a) => crate::bench::run(a).await,
     }
 }
 

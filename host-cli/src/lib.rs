@@ -14,8 +14,10 @@
 //! 3. The actions go out once as a `BatchRequest`; the reply is validated
 //!    ([`channel::check_screenshot`]) and printed as JSON.
 
+pub mod bench;
 pub mod channel;
 pub mod cli;
+pub mod doctor;
 pub mod guest;
 pub mod secret;
 pub mod session;
