@@ -20,11 +20,28 @@ deps:
 build:
 	$(CARGO) build --release --locked --workspace
 
-## test: every test tier this host can run (installs what it needs first)
+## test: every test tier this host can run (installs what it needs; builds the guest image for the E tier)
 .PHONY: test
 test: deps
 	$(CARGO) build --locked --workspace --all-targets
+	@if docker version >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory guest-image; \
+	else \
+		echo "make test: no Docker engine answers; the E tier (tests/tests/e2e.rs) will SKIP"; \
+	fi
 	$(CARGO) test --locked --workspace --no-fail-fast
+
+## guest-image: build the guest's binaries and the image (guest-image/build.sh, offline, skipped when up to date)
+.PHONY: guest-image
+guest-image:
+	$(CARGO) build --release --locked -p sandtopd -p sandtop-demo -p sandtop-tests
+	./guest-image/build.sh
+
+## guest: build the guest image (works offline), install host-cli and sandtopd into ~/.cargo/bin
+.PHONY: guest
+guest: guest-image
+	$(CARGO) install --locked --path host-cli
+	$(CARGO) install --locked --path daemon
 
 ## lint: rustfmt check and clippy with warnings denied
 .PHONY: lint

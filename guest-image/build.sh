@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Builds the Sandtop guest image (sandtop-guest:latest) from Dockerfile.guest,
-# guest-image/ and two prebuilt binaries. It does not run cargo: build the
-# binaries first (the Makefile does), e.g.
+# guest-image/ and three prebuilt binaries. It does not run cargo: build the
+# binaries first (`make guest-image` does), e.g.
 #
-#   cargo build --release --locked -p sandtopd -p sandtop-demo
+#   cargo build --release --locked -p sandtopd -p sandtop-demo -p sandtop-tests
 #   guest-image/build.sh
 #
 # Environment (all optional):
 #   SANDTOPD_BIN   sandtopd binary    (default: ${CARGO_TARGET_DIR:-target}/release/sandtopd)
 #   DEMO_BIN       sandtop-demo binary (default: ${CARGO_TARGET_DIR:-target}/release/sandtop-demo)
+#   PROBE_BIN      sandtop-probe binary (default: ${CARGO_TARGET_DIR:-target}/release/sandtop-probe;
+#                  the read-only fact finder the E tier tests and `host-cli doctor` run inside)
 #   BASE           base image to build FROM (skips the base selection below)
 #   FORCE=1        rebuild even when the image's sandtop.input-hash label matches
 #   IMAGE          tag to build (default: sandtop-guest:latest)
@@ -19,7 +21,7 @@
 #   VERBOSE=1      stream mmdebstrap and docker build output (default: shown on failure)
 #
 # Steps: (a) check the inputs; (b) hash them (sha256 over Dockerfile.guest,
-# every file under guest-image/ including packages.txt, both binaries) and stop
+# every file under guest-image/ including packages.txt, the three binaries) and stop
 # if $IMAGE already carries that hash in its label sandtop.input-hash; (c) pick
 # the base: $BASE, else debian:bookworm-slim when present or pullable, else an
 # offline base built with mmdebstrap from Debian's mirrors and `docker import`ed
@@ -46,6 +48,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 SANDTOPD_BIN="${SANDTOPD_BIN:-$TARGET_DIR/release/sandtopd}"
 DEMO_BIN="${DEMO_BIN:-$TARGET_DIR/release/sandtop-demo}"
+PROBE_BIN="${PROBE_BIN:-$TARGET_DIR/release/sandtop-probe}"
 IMAGE="${IMAGE:-sandtop-guest:latest}"
 DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 DEBIAN_SECURITY_MIRROR="${DEBIAN_SECURITY_MIRROR-http://deb.debian.org/debian-security}"
@@ -102,6 +105,8 @@ docker version --format '{{.Server.Version}}' >/dev/null 2>&1 ||
     die "sandtopd binary not found at $SANDTOPD_BIN (build it: cargo build --release --locked -p sandtopd, or set SANDTOPD_BIN)"
 [[ -f "$DEMO_BIN" ]] ||
     die "sandtop-demo binary not found at $DEMO_BIN (build it: cargo build --release --locked -p sandtop-demo, or set DEMO_BIN)"
+[[ -f "$PROBE_BIN" ]] ||
+    die "sandtop-probe binary not found at $PROBE_BIN (build it: cargo build --release --locked -p sandtop-tests, or set PROBE_BIN)"
 mapfile -t PACKAGES < <(read_packages)
 ((${#PACKAGES[@]} > 0)) || die "$PACKAGES_FILE lists no package"
 
@@ -119,6 +124,7 @@ input_hash() {
         )
         printf 'sandtopd %s\n' "$(sha256sum <"$SANDTOPD_BIN" | cut -c1-64)"
         printf 'sandtop-demo %s\n' "$(sha256sum <"$DEMO_BIN" | cut -c1-64)"
+        printf 'sandtop-probe %s\n' "$(sha256sum <"$PROBE_BIN" | cut -c1-64)"
     } | sha256sum | cut -c1-64
 }
 HASH="$(input_hash)"
@@ -222,6 +228,7 @@ install -m 0644 "$ROOT/guest-image/firefox/policies.json" "$ROOTFS/usr/share/fir
 install -m 0755 "$ROOT/guest-image/sandtop-entry" "$ROOTFS/usr/local/bin/sandtop-entry"
 install -m 0755 "$SANDTOPD_BIN" "$ROOTFS/usr/local/bin/sandtopd"
 install -m 0755 "$DEMO_BIN" "$ROOTFS/usr/local/bin/sandtop-demo"
+install -m 0755 "$PROBE_BIN" "$ROOTFS/usr/local/bin/sandtop-probe"
 
 # BuildKit needs the buildx plugin with recent clients; without it use the
 # classic builder (which prints a deprecation notice).

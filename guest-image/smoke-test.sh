@@ -48,8 +48,8 @@ fi
 
 docker run -d --name "$NAME" --label sandtop.test=smoke \
     --read-only \
-    --tmpfs /tmp:size=256m,mode=1777 \
-    --tmpfs /home/user:size=512m,uid=1000,gid=1000 \
+    --tmpfs /tmp:rw,nosuid,nodev,noexec,size=256m,mode=1777 \
+    --tmpfs /home/user:rw,nosuid,nodev,noexec,size=512m,uid=1000,gid=1000,mode=0700 \
     --cap-drop ALL --security-opt no-new-privileges --network none \
     --memory 2g --memory-swap 2g --pids-limit 512 --shm-size 256m \
     -e SANDTOP_DEMO_LOG=debug \
