@@ -1710,9 +1710,16 @@ async fn coordinates_map_through_scale_map_to_screen() {
             .batch(json!({"actions": actions, "screenshot": options}))
             .await;
         let batch = reply.batch();
-        assert_eq!(batch.screenshot.as_ref().unwrap().scale_map, map, "{options}");
         assert_eq!(
-            (batch.screenshot.as_ref().unwrap().width, batch.screenshot.as_ref().unwrap().height),
+            batch.screenshot.as_ref().unwrap().scale_map,
+            map,
+            "{options}"
+        );
+        assert_eq!(
+            (
+                batch.screenshot.as_ref().unwrap().width,
+                batch.screenshot.as_ref().unwrap().height
+            ),
             (map.image.width, map.image.height)
         );
         assert_eq!(
@@ -2799,7 +2806,8 @@ async fn a_batch_without_final_screenshot_captures_nothing() {
     assert!(b.screenshot.is_none());
     let evs = fx.take_events();
     assert!(
-        !evs.iter().any(|e| matches!(e, Event::Capture(_) | Event::Settle)),
+        !evs.iter()
+            .any(|e| matches!(e, Event::Capture(_) | Event::Settle)),
         "{evs:?}"
     );
     assert!(evs.contains(&bd(1)));
@@ -2807,6 +2815,14 @@ async fn a_batch_without_final_screenshot_captures_nothing() {
     r.assert_ok();
     assert!(r.batch().screenshot.is_some());
     let evs = fx.take_events();
-    assert_eq!(evs.iter().filter(|e| matches!(e, Event::Capture(_))).count(), 1);
-    assert!(evs.contains(&Event::Settle), "the final screenshot settles: {evs:?}");
+    assert_eq!(
+        evs.iter()
+            .filter(|e| matches!(e, Event::Capture(_)))
+            .count(),
+        1
+    );
+    assert!(
+        evs.contains(&Event::Settle),
+        "the final screenshot settles: {evs:?}"
+    );
 }

@@ -243,7 +243,9 @@ impl Channel {
                 ));
             }
             (None, true) => {
-                return Err(ChannelError::BadReply("the final screenshot is missing".into()));
+                return Err(ChannelError::BadReply(
+                    "the final screenshot is missing".into(),
+                ));
             }
         }
         Ok(r)

@@ -25,6 +25,13 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a task with the computer-use model on a guest. Without
+    /// OPENAI_API_KEY it runs the offline exercise instead.
+    Run(crate::agent::cmd::RunArgs),
+    /// The offline exercise: the scripted model drives a real guest through
+    /// the loop (approvals included) and the result is checked against the
+    /// apps' own records.
+    Exercise(crate::agent::cmd::ExerciseArgs),
     /// Start, list, stop and clean up guests.
     #[command(subcommand)]
     Guest(GuestCommand),
@@ -193,6 +200,8 @@ pub struct ActArgs {
 /// Runs the command line; returns the exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Run(a) => crate::agent::cmd::run(a).await,
+        Command::Exercise(a) => crate::agent::cmd::exercise(a).await,
         Command::Guest(g) => guest_command(g).await,
         Command::Screenshot(a) => screenshot(a).await,
         Command::Act(a) => act(a).await,

@@ -14,6 +14,7 @@
 //! 3. The actions go out once as a `BatchRequest`; the reply is validated
 //!    ([`channel::check_screenshot`]) and printed as JSON.
 
+pub mod agent;
 pub mod bench;
 pub mod channel;
 pub mod cli;

@@ -344,13 +344,13 @@ impl Desktop {
                 },
             });
         }
-        let (screenshot, mut timings) = self
-            .capture(&map, &req.screenshot, true, cancel)
-            .map_err(|mut body| {
-                // Every action ran; only the screenshot failed.
-                body.executed = Some(executed);
-                body
-            })?;
+        let (screenshot, mut timings) =
+            self.capture(&map, &req.screenshot, true, cancel)
+                .map_err(|mut body| {
+                    // Every action ran; only the screenshot failed.
+                    body.executed = Some(executed);
+                    body
+                })?;
         let screenshot = Some(screenshot);
         timings.actions_ms = actions_ms;
         timings.total_ms = ms(t0.elapsed());

@@ -1,0 +1,434 @@
+//! Approvals (CONTRACT.md rules 10-12): who may say yes, and how.
+//!
+//! 1. A computer call with pending safety checks runs only when *every*
+//!    check is approved. The answer must be an explicit `yes` typed on the
+//!    terminal (or a rule in an operator-written policy file); anything
+//!    else, a missing terminal included, denies. The model's own text never
+//!    reaches this module as an answer.
+//! 2. With `--confirm-actions` each action, and the final screenshot, is
+//!    shown and must be confirmed the same way; a refusal stops the batch.
+//! 3. The operator sees the check (code, message), the actions it covers
+//!    and a copy of the last screenshot with every target marked.
+//! 4. `--approve-scripted-checks` approves checks raised by the offline
+//!    scripted model only; the runner refuses the flag with a real model.
+
+use std::io::{BufRead as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+use anyhow::Context as _;
+use sandtop_protocol::Action;
+use serde::Deserialize;
+
+use super::wire::SafetyCheck;
+
+/// An answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Approve,
+    Deny(String),
+}
+
+/// What the operator is asked about a call's safety checks.
+#[derive(Debug)]
+pub struct CheckRequest<'a> {
+    pub call_id: &'a str,
+    pub checks: &'a [SafetyCheck],
+    pub actions: &'a [Action],
+    /// The last screenshot with the actions' targets marked, when there is one.
+    pub marked: Option<&'a Path>,
+}
+
+/// What the operator is asked before one action.
+#[derive(Debug)]
+pub struct ActionRequest<'a> {
+    pub call_id: &'a str,
+    /// `None` for the final screenshot of the call.
+    pub action: Option<&'a Action>,
+    pub index: usize,
+    pub of: usize,
+}
+
+/// The human (or their policy) on the other side of the loop.
+pub trait Operator: Send {
+    fn approve_checks(&mut self, req: &CheckRequest<'_>) -> Decision;
+    fn confirm_action(&mut self, req: &ActionRequest<'_>) -> Decision;
+    /// Answers a question from the model (`ask_user`); `None` = no answer.
+    fn ask(&mut self, question: &str) -> Option<String>;
+    /// Guidance typed while the run goes, to append at the end of the turn.
+    fn take_guidance(&mut self) -> Vec<String>;
+}
+
+/// An operator-written policy (`--approve-policy FILE`, JSON):
+/// `{"approve_check_codes": ["sensitive_domain"], "confirm_actions": "approve"}`.
+/// Codes not listed, and checks without a code, stay undecided.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    #[serde(default)]
+    pub approve_check_codes: Vec<String>,
+    /// `approve` or `deny` every action confirmation; absent = undecided.
+    #[serde(default)]
+    pub confirm_actions: Option<PolicyAnswer>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyAnswer {
+    Approve,
+    Deny,
+}
+
+impl Policy {
+    pub fn load(path: &Path) -> anyhow::Result<Policy> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the approval policy {}", path.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("the approval policy {} is invalid", path.display()))
+    }
+
+    fn checks(&self, checks: &[SafetyCheck]) -> Option<Decision> {
+        let all = checks.iter().all(|c| {
+            c.code
+                .as_ref()
+                .is_some_and(|code| self.approve_check_codes.iter().any(|a| a == code))
+        });
+        all.then_some(Decision::Approve)
+    }
+}
+
+/// Lines typed on the controlling terminal, read by one thread so that
+/// prompts and queued guidance never race for input.
+#[derive(Debug)]
+pub struct Terminal {
+    lines: mpsc::Receiver<String>,
+    out: std::fs::File,
+    guidance: Vec<String>,
+}
+
+impl Terminal {
+    /// Opens `/dev/tty`; `None` when there is no controlling terminal.
+    pub fn open() -> Option<Terminal> {
+        let input = std::fs::File::open("/dev/tty").ok()?;
+        let out = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/tty")
+            .ok()?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("tty".into())
+            .spawn(move || {
+                for line in std::io::BufReader::new(input).lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            })
+            .ok()?;
+        Some(Terminal {
+            lines: rx,
+            out,
+            guidance: Vec::new(),
+        })
+    }
+
+    fn say(&mut self, text: &str) {
+        let _ = self.out.write_all(text.as_bytes());
+        let _ = self.out.flush();
+    }
+
+    /// Prints `prompt` and returns the next line typed. Lines typed before
+    /// the prompt were guidance and stay queued.
+    fn prompt(&mut self, prompt: &str) -> Option<String> {
+        while let Ok(early) = self.lines.try_recv() {
+            if !early.trim().is_empty() {
+                self.guidance.push(early);
+            }
+        }
+        self.say(prompt);
+        self.lines.recv().ok()
+    }
+
+    fn yes(&mut self, prompt: &str) -> Decision {
+        match self.prompt(prompt) {
+            Some(a) if a.trim().eq_ignore_ascii_case("yes") => Decision::Approve,
+            Some(a) => Decision::Deny(format!(
+                "the operator answered `{}`",
+                a.trim().chars().take(40).collect::<String>()
+            )),
+            None => Decision::Deny("the terminal closed".into()),
+        }
+    }
+}
+
+/// The operator of a run: a policy, a terminal, both, or neither.
+#[derive(Debug, Default)]
+pub struct Approvals {
+    pub policy: Option<Policy>,
+    pub terminal: Option<Terminal>,
+    /// Approve the scripted model's checks (the runner only sets this for
+    /// the scripted model).
+    pub scripted_checks: bool,
+}
+
+fn describe_action(a: &Action) -> String {
+    serde_json::to_string(a).unwrap_or_else(|_| a.kind().to_string())
+}
+
+impl Operator for Approvals {
+    fn approve_checks(&mut self, req: &CheckRequest<'_>) -> Decision {
+        if self.scripted_checks {
+            return Decision::Approve;
+        }
+        if let Some(d) = self.policy.as_ref().and_then(|p| p.checks(req.checks)) {
+            return d;
+        }
+        let Some(t) = self.terminal.as_mut() else {
+            return Decision::Deny(
+                "no terminal to ask on and no policy approves these checks (denied by default)"
+                    .into(),
+            );
+        };
+        let mut text = format!(
+            "\n== Safety check{} on computer call {} ==\n",
+            if req.checks.len() > 1 { "s" } else { "" },
+            req.call_id
+        );
+        for c in req.checks {
+            text.push_str(&format!(
+                "  [{}] {}\n",
+                c.code.as_deref().unwrap_or("no code"),
+                c.message.as_deref().unwrap_or("(no message)")
+            ));
+        }
+        text.push_str("It covers these actions:\n");
+        for (i, a) in req.actions.iter().enumerate() {
+            text.push_str(&format!("  {i}: {}\n", describe_action(a)));
+        }
+        if let Some(p) = req.marked {
+            text.push_str(&format!("Targets are marked on {}\n", p.display()));
+        }
+        t.say(&text);
+        t.yes("Approve and run these actions? Type `yes` to approve, anything else denies: ")
+    }
+
+    fn confirm_action(&mut self, req: &ActionRequest<'_>) -> Decision {
+        if let Some(answer) = self.policy.as_ref().and_then(|p| p.confirm_actions) {
+            return match answer {
+                PolicyAnswer::Approve => Decision::Approve,
+                PolicyAnswer::Deny => Decision::Deny("the approval policy denies actions".into()),
+            };
+        }
+        let Some(t) = self.terminal.as_mut() else {
+            return Decision::Deny("no terminal to confirm actions on (denied by default)".into());
+        };
+        let what = match req.action {
+            Some(a) => format!(
+                "action {}/{} of {}: {}",
+                req.index + 1,
+                req.of,
+                req.call_id,
+                describe_action(a)
+            ),
+            None => format!("the final screenshot of {}", req.call_id),
+        };
+        t.yes(&format!("Run {what}? [yes/no] "))
+    }
+
+    fn ask(&mut self, question: &str) -> Option<String> {
+        let t = self.terminal.as_mut()?;
+        let a = t.prompt(&format!(
+            "\n== The model asks ==\n{question}\nYour answer (empty line = refuse): "
+        ))?;
+        let a = a.trim().to_string();
+        (!a.is_empty()).then_some(a)
+    }
+
+    fn take_guidance(&mut self) -> Vec<String> {
+        let Some(t) = self.terminal.as_mut() else {
+            return Vec::new();
+        };
+        while let Ok(line) = t.lines.try_recv() {
+            if !line.trim().is_empty() {
+                t.guidance.push(line);
+            }
+        }
+        std::mem::take(&mut t.guidance)
+    }
+}
+
+/// Draws a marker (a ring and a cross, red with a white outline) on every
+/// target of `actions` in a PNG screenshot; returns the new PNG.
+pub fn mark_targets(png_bytes: &[u8], actions: &[Action]) -> anyhow::Result<Vec<u8>> {
+    let dec = png::Decoder::new(std::io::Cursor::new(png_bytes));
+    let mut reader = dec.read_info()?;
+    let size = reader
+        .output_buffer_size()
+        .context("the screenshot is too large to mark")?;
+    let mut buf = vec![0; size];
+    let info = reader.next_frame(&mut buf)?;
+    if info.color_type != png::ColorType::Rgb || info.bit_depth != png::BitDepth::Eight {
+        anyhow::bail!("unexpected screenshot format {:?}", info.color_type);
+    }
+    let (w, h) = (info.width as i64, info.height as i64);
+    let mut put = |x: i64, y: i64, c: [u8; 3]| {
+        if x >= 0 && y >= 0 && x < w && y < h {
+            let i = ((y * w + x) * 3) as usize;
+            buf[i..i + 3].copy_from_slice(&c);
+        }
+    };
+    for a in actions {
+        for p in a.points() {
+            for (color, grow) in [([255, 255, 255], 1i64), ([230, 20, 20], 0)] {
+                for d in -12..=12i64 {
+                    for t in -grow..=grow {
+                        put(p.x + d, p.y + t, color);
+                        put(p.x + t, p.y + d, color);
+                    }
+                }
+                for deg in 0..360 {
+                    let r = 9.0 + grow as f64;
+                    let (s, c) = (deg as f64).to_radians().sin_cos();
+                    put(
+                        p.x + (r * c).round() as i64,
+                        p.y + (r * s).round() as i64,
+                        color,
+                    );
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, info.width, info.height);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    enc.set_compression(png::Compression::Fast);
+    let mut wr = enc.write_header()?;
+    wr.write_image_data(&buf)?;
+    wr.finish()?;
+    Ok(out)
+}
+
+/// Where a marked screenshot for an approval goes.
+pub fn marked_path(run_dir: &Path, step: u32, call_id: &str) -> PathBuf {
+    let safe: String = call_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+        .take(40)
+        .collect();
+    run_dir.join(format!("approval-{step:03}-{safe}.png"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandtop_protocol::Button;
+
+    fn check(code: Option<&str>) -> SafetyCheck {
+        SafetyCheck {
+            id: "sc".into(),
+            code: code.map(str::to_string),
+            message: None,
+        }
+    }
+
+    #[test]
+    fn without_terminal_or_policy_everything_is_denied() {
+        let mut a = Approvals::default();
+        let req = CheckRequest {
+            call_id: "c",
+            checks: &[check(Some("x"))],
+            actions: &[],
+            marked: None,
+        };
+        assert!(matches!(a.approve_checks(&req), Decision::Deny(_)));
+        let ar = ActionRequest {
+            call_id: "c",
+            action: None,
+            index: 0,
+            of: 1,
+        };
+        assert!(matches!(a.confirm_action(&ar), Decision::Deny(_)));
+        assert_eq!(a.ask("?"), None);
+    }
+
+    #[test]
+    fn policy_approves_only_listed_codes_and_only_when_all_are_listed() {
+        let mut a = Approvals {
+            policy: Some(Policy {
+                approve_check_codes: vec!["sensitive_domain".into()],
+                confirm_actions: None,
+            }),
+            ..Approvals::default()
+        };
+        let ok = [check(Some("sensitive_domain"))];
+        let mixed = [
+            check(Some("sensitive_domain")),
+            check(Some("malicious_instructions")),
+        ];
+        let nocode = [check(None)];
+        let req = |c: &'static [SafetyCheck]| CheckRequest {
+            call_id: "c",
+            checks: c,
+            actions: &[],
+            marked: None,
+        };
+        assert_eq!(
+            a.approve_checks(&req(Box::leak(Box::new(ok)))),
+            Decision::Approve
+        );
+        assert!(matches!(
+            a.approve_checks(&req(Box::leak(Box::new(mixed)))),
+            Decision::Deny(_)
+        ));
+        assert!(matches!(
+            a.approve_checks(&req(Box::leak(Box::new(nocode)))),
+            Decision::Deny(_)
+        ));
+    }
+
+    #[test]
+    fn policy_files_are_strict() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("p.json");
+        std::fs::write(
+            &p,
+            r#"{"approve_check_codes": ["a"], "confirm_actions": "deny"}"#,
+        )
+        .unwrap();
+        let pol = Policy::load(&p).unwrap();
+        assert_eq!(pol.confirm_actions, Some(PolicyAnswer::Deny));
+        std::fs::write(&p, r#"{"approve_everything": true}"#).unwrap();
+        assert!(Policy::load(&p).is_err());
+    }
+
+    #[test]
+    fn targets_are_marked_where_the_actions_point() {
+        let (w, h) = (64u32, 48u32);
+        let mut png_bytes = Vec::new();
+        {
+            let mut enc = png::Encoder::new(&mut png_bytes, w, h);
+            enc.set_color(png::ColorType::Rgb);
+            enc.set_depth(png::BitDepth::Eight);
+            let mut wr = enc.write_header().unwrap();
+            wr.write_image_data(&vec![0u8; (w * h * 3) as usize])
+                .unwrap();
+        }
+        let action = Action::Click {
+            button: Button::Left,
+            x: 30,
+            y: 20,
+            keys: None,
+        };
+        let out = mark_targets(&png_bytes, &[action]).unwrap();
+        let mut r = png::Decoder::new(std::io::Cursor::new(out))
+            .read_info()
+            .unwrap();
+        let mut buf = vec![0; r.output_buffer_size().unwrap()];
+        r.next_frame(&mut buf).unwrap();
+        let px = |x: u32, y: u32| &buf[((y * w + x) * 3) as usize..((y * w + x) * 3 + 3) as usize];
+        assert_eq!(px(30, 20), &[230, 20, 20]);
+        assert_eq!(px(5, 5), &[0, 0, 0]);
+    }
+}

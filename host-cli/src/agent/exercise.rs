@@ -1,0 +1,438 @@
+//! The offline exercise: the scripted model drives the real guest through
+//! the real loop, and the result is checked against the applications' own
+//! records (CONTRACT.md rule 26), never against screenshots or the model's
+//! words.
+//!
+//! The script behaves like a cautious model: it raises one safety check on
+//! its first call (so the approval path runs for real), opens the demo
+//! form in the guest browser (Super+B), fills it in with non-ASCII text,
+//! submits it, opens the text editor (Super+E), types a note and saves it
+//! through the Save dialog. It looks at each screenshot to decide when the
+//! next window is ready (the form's blue button, the editor's blank page,
+//! the dialog's selected place), waiting with `wait` actions, never with
+//! sleeps of its own.
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use super::scripted::{Script, computer_call, message};
+
+/// What the exercise types into the form.
+pub const FORM_NAME: &str = "Zoë Ångström-Łukasz 山田太郎";
+pub const FORM_EMAIL: &str = "zoe.angstrom@example.test";
+pub const FORM_MESSAGE: &str =
+    "Grüße aus der Sandbox! Ça marche très bien — 日本語のテキスト ✓ 🙂 `$(not a command)`";
+/// What the exercise types into the editor, and where it saves it.
+pub const NOTE_TEXT: &str =
+    "Sandtop exercise note\nÜmlaute und Akzente: àéîõü ñ ç\nCJK: 中文字 한국어, emoji: 🙂🚀\n";
+pub const NOTE_PATH: &str = "/home/user/exercise-note.txt";
+/// Where the demo app stores submissions, inside the guest.
+pub const STORE_PATH: &str = "/home/user/demo/submissions.jsonl";
+
+/// The form's submit button colour (#2563eb).
+const BUTTON: [u8; 3] = [0x25, 0x63, 0xeb];
+/// GTK's (Adwaita) selection colour: the Save dialog's selected place.
+const GTK_SELECTED: [u8; 3] = [53, 132, 228];
+
+/// An RGB image decoded from a screenshot.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub width: u32,
+    pub height: u32,
+    pub rgb: Vec<u8>,
+}
+
+impl Frame {
+    /// Decodes a `data:image/png;base64,...` URL.
+    pub fn from_data_url(url: &str) -> Option<Frame> {
+        let b64 = url.strip_prefix("data:image/png;base64,")?;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+        let mut reader = png::Decoder::new(std::io::Cursor::new(bytes))
+            .read_info()
+            .ok()?;
+        let mut rgb = vec![0; reader.output_buffer_size()?];
+        let info = reader.next_frame(&mut rgb).ok()?;
+        if info.color_type != png::ColorType::Rgb {
+            return None;
+        }
+        rgb.truncate(info.buffer_size());
+        Some(Frame {
+            width: info.width,
+            height: info.height,
+            rgb,
+        })
+    }
+
+    /// Pixels of exactly this colour.
+    pub fn count(&self, color: [u8; 3]) -> usize {
+        self.rgb.chunks_exact(3).filter(|p| *p == color).count()
+    }
+
+    /// The share of pure white pixels in rows `y0..y1`.
+    pub fn white_share(&self, y0: u32, y1: u32) -> f64 {
+        let (y0, y1) = (y0.min(self.height), y1.min(self.height));
+        let row = self.width as usize * 3;
+        let px = &self.rgb[y0 as usize * row..y1 as usize * row];
+        let white = px.chunks_exact(3).filter(|p| *p == [255, 255, 255]).count();
+        white as f64 / (px.len() / 3).max(1) as f64
+    }
+
+    /// A maximised plain text editor: just below its menu bar, rows of
+    /// nothing but white (a browser has its toolbar there, a dialog its
+    /// own widgets).
+    pub fn editor_visible(&self) -> bool {
+        self.white_share(70, 100) > 0.95
+    }
+}
+
+/// The newest screenshot in a request body: the last image URL in its
+/// input (a computer call output or the first user message).
+pub fn last_screenshot(request: &Value) -> Option<Frame> {
+    let input = request.get("input")?.as_array()?;
+    let mut url = None;
+    for item in input {
+        if let Some(u) = item.pointer("/output/image_url").and_then(Value::as_str) {
+            url = Some(u);
+        }
+        if let Some(parts) = item.get("content").and_then(Value::as_array) {
+            for p in parts {
+                if let Some(u) = p.get("image_url").and_then(Value::as_str) {
+                    url = Some(u);
+                }
+            }
+        }
+    }
+    Frame::from_data_url(url?)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Start,
+    WaitForm,
+    WaitSaved,
+    WaitEditor,
+    WaitDialog,
+    WaitDialogClosed,
+    Done,
+}
+
+/// The exercise's script.
+#[derive(Debug)]
+pub struct ExerciseScript {
+    stage: Stage,
+    n: u32,
+    tries: u32,
+}
+
+/// How many `wait` rounds any one window may take.
+const MAX_TRIES: u32 = 30;
+/// A window not there after this many waits is asked for again.
+const RETRY_EVERY: u32 = 4;
+
+impl Default for ExerciseScript {
+    fn default() -> ExerciseScript {
+        ExerciseScript {
+            stage: Stage::Start,
+            n: 0,
+            tries: 0,
+        }
+    }
+}
+
+fn keypress(keys: &[&str]) -> Value {
+    json!({"type": "keypress", "keys": keys})
+}
+
+fn type_text(text: &str) -> Value {
+    json!({"type": "type", "text": text})
+}
+
+fn wait() -> Value {
+    json!({"type": "wait"})
+}
+
+impl ExerciseScript {
+    fn call(&mut self, actions: Vec<Value>, checks: Vec<Value>) -> Vec<Value> {
+        self.n += 1;
+        vec![computer_call(self.n, actions, checks)]
+    }
+
+    /// Waits for a window; every [`RETRY_EVERY`] rounds it asks for the
+    /// window again (`retry`), as a person would when a launch got lost
+    /// (say, a key pressed while the window manager was still starting).
+    fn waiting(&mut self, what: &str, retry: Option<Value>) -> Result<Vec<Value>, String> {
+        self.tries += 1;
+        if self.tries > MAX_TRIES {
+            return Err(format!("{what} did not appear after {MAX_TRIES} waits"));
+        }
+        let mut actions = Vec::new();
+        if let Some(r) = retry
+            && self.tries.is_multiple_of(RETRY_EVERY)
+        {
+            actions.push(r);
+        }
+        actions.push(wait());
+        Ok(self.call(actions, vec![]))
+    }
+
+    fn advance(&mut self, stage: Stage) {
+        self.stage = stage;
+        self.tries = 0;
+    }
+}
+
+impl Script for ExerciseScript {
+    fn next(&mut self, request: &Value) -> Result<Option<Vec<Value>>, String> {
+        let shot = last_screenshot(request);
+        let out = match self.stage {
+            Stage::Start => {
+                self.advance(Stage::WaitForm);
+                let check = json!({
+                    "id": "sc_exercise_form",
+                    "code": "sensitive_domain",
+                    "message": "The exercise is about to open a web form in the guest's browser \
+                                and submit personal details (a name and an email address).",
+                });
+                self.call(vec![keypress(&["SUPER", "B"]), wait(), wait()], vec![check])
+            }
+            Stage::WaitForm => {
+                let form = shot.as_ref().is_some_and(|s| s.count(BUTTON) > 500);
+                if !form {
+                    return self
+                        .waiting("the demo form", Some(keypress(&["SUPER", "B"])))
+                        .map(Some);
+                }
+                self.advance(Stage::WaitSaved);
+                // The name field has autofocus; Tab walks the form.
+                self.call(
+                    vec![
+                        type_text(FORM_NAME),
+                        keypress(&["TAB"]),
+                        type_text(FORM_EMAIL),
+                        keypress(&["TAB"]),
+                        type_text(FORM_MESSAGE),
+                        keypress(&["TAB"]),
+                        keypress(&["ENTER"]),
+                        wait(),
+                    ],
+                    vec![],
+                )
+            }
+            Stage::WaitSaved => {
+                let form_gone = shot.as_ref().is_some_and(|s| s.count(BUTTON) < 50);
+                if !form_gone {
+                    return self.waiting("the saved page", None).map(Some);
+                }
+                self.advance(Stage::WaitEditor);
+                self.call(vec![keypress(&["SUPER", "E"]), wait(), wait()], vec![])
+            }
+            Stage::WaitEditor => {
+                if !shot.as_ref().is_some_and(Frame::editor_visible) {
+                    return self
+                        .waiting("the text editor", Some(keypress(&["SUPER", "E"])))
+                        .map(Some);
+                }
+                self.advance(Stage::WaitDialog);
+                self.call(
+                    vec![
+                        type_text(NOTE_TEXT),
+                        keypress(&["CTRL", "S"]),
+                        wait(),
+                        wait(),
+                    ],
+                    vec![],
+                )
+            }
+            Stage::WaitDialog => {
+                if !shot.as_ref().is_some_and(|s| s.count(GTK_SELECTED) > 2000) {
+                    return self.waiting("the save dialog", None).map(Some);
+                }
+                self.advance(Stage::WaitDialogClosed);
+                self.call(
+                    vec![type_text(NOTE_PATH), keypress(&["ENTER"]), wait(), wait()],
+                    vec![],
+                )
+            }
+            Stage::WaitDialogClosed => {
+                if shot.as_ref().is_some_and(|s| s.count(GTK_SELECTED) > 2000) {
+                    // The file name's completion popup can take the first
+                    // Enter; press it again until the dialog has gone.
+                    return self
+                        .waiting("the save to finish", Some(keypress(&["ENTER"])))
+                        .map(Some);
+                }
+                self.advance(Stage::Done);
+                return self.next(request);
+            }
+            Stage::Done => {
+                self.n += 1;
+                self.stage = Stage::Done;
+                vec![message(
+                    self.n,
+                    "I submitted the contact form and saved the note in the text editor.",
+                )]
+            }
+        };
+        Ok(Some(out))
+    }
+}
+
+/// One check of the exercise's result.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Check {
+    pub what: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// Checks the demo app's stored record (JSON lines) for a submission with
+/// exactly the exercise's name, email and message. Browsers submit a
+/// textarea's line breaks as CRLF, so the message is compared with its
+/// `\n` normalised that way.
+pub fn check_submission(store: &[u8]) -> Check {
+    let want_msg = FORM_MESSAGE.replace('\n', "\r\n");
+    let text = String::from_utf8_lossy(store);
+    let found = text
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| {
+            let get = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            (get("name"), get("email"), get("message"))
+        });
+    match found {
+        Some((n, e, m)) if n == FORM_NAME && e == FORM_EMAIL && m == want_msg => Check {
+            what: format!("the demo app stored the submission ({STORE_PATH})"),
+            ok: true,
+            detail: format!("name {n:?}, email {e:?}, message {m:?}"),
+        },
+        Some((n, e, m)) => Check {
+            what: format!("the demo app stored the submission ({STORE_PATH})"),
+            ok: false,
+            detail: format!(
+                "the last submission differs: name {n:?} (want {FORM_NAME:?}), email {e:?} \
+                 (want {FORM_EMAIL:?}), message {m:?} (want {want_msg:?})"
+            ),
+        },
+        None => Check {
+            what: format!("the demo app stored the submission ({STORE_PATH})"),
+            ok: false,
+            detail: "no submission is stored".into(),
+        },
+    }
+}
+
+/// Checks the saved note, byte for byte.
+pub fn check_note(file: Option<&[u8]>) -> Check {
+    let what = format!("the editor saved the note ({NOTE_PATH})");
+    match file {
+        Some(b) if b == NOTE_TEXT.as_bytes() => Check {
+            what,
+            ok: true,
+            detail: format!("{} bytes, identical", b.len()),
+        },
+        Some(b) => Check {
+            what,
+            ok: false,
+            detail: format!(
+                "the file holds {:?}, want {NOTE_TEXT:?}",
+                String::from_utf8_lossy(b)
+            ),
+        },
+        None => Check {
+            what,
+            ok: false,
+            detail: "the file does not exist".into(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png_url(w: u32, h: u32, color: impl Fn(u32, u32) -> [u8; 3]) -> String {
+        let mut rgb = Vec::new();
+        for y in 0..h {
+            for x in 0..w {
+                rgb.extend_from_slice(&color(x, y));
+            }
+        }
+        let mut out = Vec::new();
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut wr = enc.write_header().unwrap();
+        wr.write_image_data(&rgb).unwrap();
+        wr.finish().unwrap();
+        format!(
+            "data:image/png;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(out)
+        )
+    }
+
+    fn request_with(url: &str) -> Value {
+        json!({"input": [{"type": "computer_call_output", "call_id": "c",
+                          "output": {"type": "computer_screenshot", "image_url": url}}]})
+    }
+
+    #[test]
+    fn the_script_waits_for_the_form_then_fills_it() {
+        let mut s = ExerciseScript::default();
+        let blank = png_url(100, 100, |_, _| [255, 255, 255]);
+        let form = png_url(100, 100, |x, y| {
+            if x < 40 && y < 20 {
+                BUTTON
+            } else {
+                [255, 255, 255]
+            }
+        });
+        let first = s.next(&request_with(&blank)).unwrap().unwrap();
+        assert_eq!(
+            first[0]["pending_safety_checks"][0]["code"],
+            "sensitive_domain"
+        );
+        // No form yet: wait.
+        let w = s.next(&request_with(&blank)).unwrap().unwrap();
+        assert_eq!(w[0]["actions"], json!([{"type": "wait"}]));
+        // The form (800 blue pixels): fill it.
+        let fill = s.next(&request_with(&form)).unwrap().unwrap();
+        assert_eq!(
+            fill[0]["actions"][0],
+            json!({"type": "type", "text": FORM_NAME})
+        );
+        // Still the form: wait for the saved page.
+        let w = s.next(&request_with(&form)).unwrap().unwrap();
+        assert_eq!(w[0]["actions"], json!([{"type": "wait"}]));
+    }
+
+    #[test]
+    fn waiting_forever_is_an_error() {
+        let mut s = ExerciseScript::default();
+        let blank = png_url(10, 10, |_, _| [0, 0, 0]);
+        s.next(&request_with(&blank)).unwrap();
+        for _ in 0..MAX_TRIES {
+            s.next(&request_with(&blank)).unwrap();
+        }
+        assert!(
+            s.next(&request_with(&blank))
+                .unwrap_err()
+                .contains("demo form")
+        );
+    }
+
+    #[test]
+    fn checks_compare_exactly() {
+        let line = json!({"seq": 1, "name": FORM_NAME, "email": FORM_EMAIL,
+                          "message": FORM_MESSAGE.replace('\n', "\r\n")})
+        .to_string();
+        assert!(check_submission(line.as_bytes()).ok);
+        let wrong = json!({"seq": 1, "name": "Zoe", "email": FORM_EMAIL, "message": FORM_MESSAGE})
+            .to_string();
+        assert!(!check_submission(wrong.as_bytes()).ok);
+        assert!(!check_submission(b"").ok);
+        assert!(check_note(Some(NOTE_TEXT.as_bytes())).ok);
+        assert!(!check_note(Some(b"x")).ok);
+        assert!(!check_note(None).ok);
+    }
+}

@@ -1,0 +1,18 @@
+//! The Responses API computer tool loop (CONTRACT.md §2).
+//!
+//! - [`wire`]: request bodies and lenient reading of responses.
+//! - [`model`]: the model trait, the OpenAI HTTP client with retries.
+//! - [`scripted`]: the offline scripted model (no key).
+//! - [`exercise`]: the offline exercise's script and its checks.
+//! - [`approve`]: safety-check approvals, action confirmations, ask_user.
+//! - [`record`]: the run folder, trajectory, screenshots and ledger.
+//! - [`runner`]: the loop that ties them to a session's channel.
+
+pub mod approve;
+pub mod cmd;
+pub mod exercise;
+pub mod model;
+pub mod record;
+pub mod runner;
+pub mod scripted;
+pub mod wire;

@@ -1,0 +1,826 @@
+//! The computer tool loop.
+//!
+//! One step:
+//! 1. Build the request: the new input items (a task, call outputs,
+//!    guidance) with `previous_response_id`, or — without server-side
+//!    storage — the whole conversation within the context budget.
+//! 2. Ask the model (retries happen inside the model, never here).
+//! 3. Record the response and its usage (CONTRACT.md rule 14).
+//! 4. For each computer call, in order: read the actions leniently (an
+//!    unknown action stops the run, L2); have every pending safety check
+//!    approved or stop with zero daemon calls (rules 10, 12); with
+//!    `--confirm-actions` have each action and the final screenshot
+//!    confirmed (rule 11); write the ledger's `pending`; send the actions
+//!    once; record `done`, `failed` or `unknown`; answer the call with the
+//!    screenshot and the acknowledged checks (exactly the pending ones).
+//! 5. Answer `ask_user` calls from the operator; append queued guidance
+//!    at the end of the turn (rule 19; it does not reset the budget).
+//! 6. Stop on a final message, the step or time budget (the last allowed
+//!    request cannot start new effects, rule 13), Ctrl-C (between
+//!    operations, rule 15) or a denial.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use base64::Engine as _;
+use sandtop_protocol::{Action, BatchRequest, ImageFormat, Screenshot, ScreenshotOptions};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+use super::approve::{self, ActionRequest, CheckRequest, Decision, Operator};
+use super::model::Model;
+use super::record::{LedgerState, Recorder, strip_images};
+use super::wire::{self, OutputItem, RequestParts, SafetyCheck, ToolShape, Usage};
+use crate::channel::{Channel, ChannelError};
+
+/// How much history is resent when the server does not store it.
+#[derive(Debug, Clone, Copy)]
+pub struct ContextBudget {
+    /// Most screenshots in one request (the newest are kept).
+    pub max_images: usize,
+    /// Most bytes of input in one request.
+    pub max_bytes: usize,
+}
+
+impl Default for ContextBudget {
+    fn default() -> ContextBudget {
+        ContextBudget {
+            max_images: 3,
+            max_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+/// What a run is asked to do.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub task: String,
+    pub model: String,
+    pub shape: ToolShape,
+    pub instructions: Option<String>,
+    pub max_steps: u32,
+    pub max_duration: Option<Duration>,
+    /// Server-side storage (`previous_response_id`); false resends.
+    pub store: bool,
+    pub stream: bool,
+    pub screenshot: ScreenshotOptions,
+    pub confirm_actions: bool,
+    pub ask_user: bool,
+    pub context: ContextBudget,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ending {
+    /// The model answered without calling tools.
+    Finished,
+    /// A safety check was not approved.
+    Denied,
+    /// The operator refused an action or the screenshot.
+    Refused,
+    /// `max_steps` requests were made.
+    StepBudget,
+    /// The wall-clock limit passed.
+    TimeBudget,
+    /// Ctrl-C.
+    Interrupted,
+    /// Something broke (model, daemon, unknown outcome).
+    Failed,
+}
+
+impl Ending {
+    pub fn success(self) -> bool {
+        self == Ending::Finished
+    }
+}
+
+/// Usage over a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct UsageTotals {
+    pub requests: u32,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+    /// Some completed request reported no usage: the sums are a floor.
+    pub incomplete: bool,
+}
+
+impl UsageTotals {
+    pub fn add(&mut self, usage: Option<Usage>) {
+        self.requests += 1;
+        match usage {
+            Some(u) => {
+                self.input_tokens += u.input_tokens;
+                self.output_tokens += u.output_tokens;
+                self.total_tokens += u.total_tokens;
+            }
+            None => self.incomplete = true,
+        }
+    }
+}
+
+/// The result of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub ending: Ending,
+    pub message: String,
+    pub steps: u32,
+    pub usage: UsageTotals,
+    /// Per-step loop overhead (ms): step time minus model, daemon and
+    /// operator time.
+    pub overhead_ms: Vec<f64>,
+}
+
+/// Ctrl-C, shared with a signal handler.
+#[derive(Debug, Clone, Default)]
+pub struct Interrupt {
+    flag: Arc<AtomicBool>,
+    notify: Arc<Notify>,
+}
+
+impl Interrupt {
+    pub fn trigger(&self) {
+        self.flag.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
+    }
+
+    /// Resolves when triggered.
+    pub async fn wait(&self) {
+        loop {
+            let n = self.notify.notified();
+            if self.is_set() {
+                return;
+            }
+            n.await;
+        }
+    }
+}
+
+/// Where a resumed run picks up.
+#[derive(Debug, Clone, Default)]
+pub struct Resume {
+    pub previous_response_id: Option<String>,
+    pub steps_done: u32,
+    pub next_input: Vec<Value>,
+    pub conversation: Vec<Value>,
+}
+
+/// The loop's parts.
+pub struct Runner<'a> {
+    model: &'a mut dyn Model,
+    channel: &'a mut Channel,
+    operator: &'a mut dyn Operator,
+    recorder: &'a mut Recorder,
+    opts: RunOptions,
+    interrupt: Interrupt,
+    /// The screenshot the model saw last (its map is the coordinate space
+    /// of the next call).
+    last_shot: Option<Screenshot>,
+}
+
+impl std::fmt::Debug for Runner<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Stop {
+    Outcome(Ending, String),
+}
+
+/// A placeholder for screenshots dropped from resent history: 1x1 PNG.
+const PLACEHOLDER_PNG: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGNgYGAAAAAEAAH2FzhVAAAAAElFTkSuQmCC";
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Applies the context budget to a conversation that is about to be
+/// resent: the oldest screenshots beyond the budget are replaced by a 1x1
+/// placeholder, so every call keeps its output (the pairing stays intact)
+/// and the newest observation is always kept whole.
+pub fn apply_budget(items: &mut [Value], budget: ContextBudget) {
+    // Positions of image URLs, oldest first: (item, Some(content index)) for
+    // message images, (item, None) for computer call outputs.
+    let mut slots: Vec<(usize, Option<usize>)> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let is_data = |v: Option<&Value>| {
+            v.and_then(Value::as_str)
+                .is_some_and(|u| u.starts_with("data:image/"))
+        };
+        if is_data(item.pointer("/output/image_url")) {
+            slots.push((i, None));
+        }
+        if let Some(parts) = item.get("content").and_then(Value::as_array) {
+            for (j, part) in parts.iter().enumerate() {
+                if is_data(part.get("image_url")) {
+                    slots.push((i, Some(j)));
+                }
+            }
+        }
+    }
+    let size = |items: &[Value]| serde_json::to_vec(items).map(|v| v.len()).unwrap_or(0);
+    let mut images = slots.len();
+    for (i, part) in slots {
+        if images <= 1 || (images <= budget.max_images && size(items) <= budget.max_bytes) {
+            break;
+        }
+        match part {
+            None => items[i]["output"]["image_url"] = json!(PLACEHOLDER_PNG),
+            Some(j) => items[i]["content"][j]["image_url"] = json!(PLACEHOLDER_PNG),
+        }
+        images -= 1;
+    }
+}
+
+/// Counts screenshots (data URLs) and bytes of an input list.
+pub fn input_cost(items: &[Value]) -> (usize, usize) {
+    let s = serde_json::to_string(items).unwrap_or_default();
+    (s.matches("data:image/").count(), s.len())
+}
+
+impl<'a> Runner<'a> {
+    pub fn new(
+        model: &'a mut dyn Model,
+        channel: &'a mut Channel,
+        operator: &'a mut dyn Operator,
+        recorder: &'a mut Recorder,
+        opts: RunOptions,
+        interrupt: Interrupt,
+    ) -> Runner<'a> {
+        Runner {
+            model,
+            channel,
+            operator,
+            recorder,
+            opts,
+            interrupt,
+            last_shot: None,
+        }
+    }
+
+    fn deadline_passed(&self, start: Instant) -> bool {
+        self.opts.max_duration.is_some_and(|d| start.elapsed() >= d)
+    }
+
+    async fn screenshot_now(&mut self) -> anyhow::Result<Screenshot> {
+        let opts = self.opts.screenshot;
+        tokio::select! {
+            r = self.channel.screenshot(&opts) => Ok(r?.screenshot),
+            () = self.interrupt.wait() => anyhow::bail!("interrupted"),
+        }
+    }
+
+    fn save_shot(&mut self, step: u32, what: &str, shot: &Screenshot) -> anyhow::Result<String> {
+        let bytes = base64::engine::general_purpose::STANDARD.decode(&shot.data)?;
+        let ext = match shot.format {
+            ImageFormat::Png => "png",
+            ImageFormat::Webp => "webp",
+        };
+        let safe: String = what
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+            .take(48)
+            .collect();
+        self.recorder
+            .save_image(&format!("step-{step:03}-{safe}.{ext}"), &bytes)
+    }
+
+    /// Runs the loop from the start (or from `resume`).
+    pub async fn run(&mut self, resume: Option<Resume>) -> anyhow::Result<Outcome> {
+        let start = Instant::now();
+        let mut usage = UsageTotals::default();
+        let mut overhead = Vec::new();
+        let (mut prev_id, mut step, mut next_input, mut conversation) = match resume {
+            Some(r) => (
+                r.previous_response_id,
+                r.steps_done,
+                r.next_input,
+                r.conversation,
+            ),
+            None => {
+                let shot = self
+                    .screenshot_now()
+                    .await
+                    .context("the first screenshot")?;
+                let file = self.save_shot(0, "initial", &shot)?;
+                self.recorder.log(
+                    "observation",
+                    json!({"step": 0, "file": file, "scale_map": shot.scale_map}),
+                )?;
+                let first = wire::user_message(&self.opts.task, Some(&shot.data_url()));
+                self.last_shot = Some(shot);
+                (None, 0, vec![first], Vec::new())
+            }
+        };
+        if self.last_shot.is_none() {
+            self.last_shot = Some(self.screenshot_now().await?);
+        }
+        loop {
+            if self.interrupt.is_set() {
+                return self.finish(
+                    Ending::Interrupted,
+                    "interrupted (Ctrl-C)".into(),
+                    step,
+                    usage,
+                    overhead,
+                );
+            }
+            if step >= self.opts.max_steps {
+                return self.finish(
+                    Ending::StepBudget,
+                    format!(
+                        "the step budget ({} requests) is spent",
+                        self.opts.max_steps
+                    ),
+                    step,
+                    usage,
+                    overhead,
+                );
+            }
+            if self.deadline_passed(start) {
+                return self.finish(
+                    Ending::TimeBudget,
+                    "the time budget is spent".into(),
+                    step,
+                    usage,
+                    overhead,
+                );
+            }
+            let t_step = Instant::now();
+            // 1. The request.
+            let mut input = if self.opts.store {
+                next_input.clone()
+            } else {
+                let mut all = conversation.clone();
+                all.extend(next_input.iter().cloned());
+                apply_budget(&mut all, self.opts.context);
+                all
+            };
+            if input.is_empty() {
+                input = next_input.clone();
+            }
+            let body = wire::create_request(&RequestParts {
+                model: &self.opts.model,
+                shape: self.opts.shape,
+                display: self
+                    .last_shot
+                    .as_ref()
+                    .map(|s| sandtop_protocol::Size::new(s.width, s.height))
+                    .unwrap_or(sandtop_protocol::Size::new(1280, 800)),
+                instructions: self.opts.instructions.as_deref(),
+                input: &input,
+                previous_response_id: if self.opts.store {
+                    prev_id.as_deref()
+                } else {
+                    None
+                },
+                store: self.opts.store,
+                stream: self.opts.stream,
+                ask_user: self.opts.ask_user,
+            });
+            let (images, bytes) = input_cost(&input);
+            step += 1;
+            self.recorder.log(
+                "request_input",
+                json!({"step": step, "items": strip_images(&Value::Array(next_input.clone())),
+                       "previous_response_id": prev_id, "images": images, "bytes": bytes}),
+            )?;
+            // 2. The model.
+            let reply = tokio::select! {
+                r = self.model.create(&body) => r,
+                () = self.interrupt.wait() => {
+                    return self.finish(Ending::Interrupted, "interrupted while the model was answering".into(), step, usage, overhead);
+                }
+            };
+            let (resp, stats) = match reply {
+                Ok(r) => r,
+                Err(e) => {
+                    let msg = format!("{e}");
+                    self.recorder
+                        .log("model_error", json!({"step": step, "error": msg}))?;
+                    return self.finish(Ending::Failed, msg, step, usage, overhead);
+                }
+            };
+            let model_ms = ms(stats.duration);
+            // 3. Record it.
+            usage.add(resp.usage);
+            self.recorder.log(
+                "usage",
+                json!({"api": "responses", "stage": "request", "reason": "completed",
+                       "usage": resp.usage, "call_id": resp.id, "member": "responses.create",
+                       "duration_ms": model_ms, "attempts": stats.attempts, "step": step}),
+            )?;
+            self.recorder.log(
+                "response",
+                json!({"step": step, "id": resp.id, "status": resp.status,
+                       "output": strip_images(&Value::Array(resp.raw_output.clone()))}),
+            )?;
+            conversation.append(&mut next_input);
+            conversation.extend(resp.raw_output.iter().cloned());
+            prev_id = Some(resp.id.clone());
+            if let Some(p) = &resp.problem
+                && resp.status == "failed"
+            {
+                return self.finish(
+                    Ending::Failed,
+                    format!("the model failed: {p}"),
+                    step,
+                    usage,
+                    overhead,
+                );
+            }
+            let calls = resp
+                .items
+                .iter()
+                .filter(|i| {
+                    matches!(
+                        i,
+                        OutputItem::ComputerCall { .. } | OutputItem::FunctionCall { .. }
+                    )
+                })
+                .count();
+            let text: Vec<&str> = resp
+                .items
+                .iter()
+                .filter_map(|i| match i {
+                    OutputItem::Message { text } if !text.is_empty() => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            if calls == 0 {
+                self.recorder.sync()?;
+                overhead.push((ms(t_step.elapsed()) - model_ms).max(0.0));
+                return self.finish(Ending::Finished, text.join("\n"), step, usage, overhead);
+            }
+            if step >= self.opts.max_steps {
+                // Rule 13: the last allowed request cannot start effects.
+                return self.finish(
+                    Ending::StepBudget,
+                    format!(
+                        "the step budget ({} requests) is spent; {calls} tool call(s) of the last response were not run",
+                        self.opts.max_steps
+                    ),
+                    step,
+                    usage,
+                    overhead,
+                );
+            }
+            // 4-5. The calls.
+            let mut waited_ms = 0.0;
+            for item in &resp.items {
+                let out = match item {
+                    OutputItem::ComputerCall {
+                        call_id,
+                        actions,
+                        pending_safety_checks,
+                    } => {
+                        match self
+                            .computer_call(step, call_id, actions, pending_safety_checks)
+                            .await?
+                        {
+                            Ok((items, w)) => {
+                                waited_ms += w;
+                                items
+                            }
+                            Err(Stop::Outcome(ending, message)) => {
+                                return self.finish(ending, message, step, usage, overhead);
+                            }
+                        }
+                    }
+                    OutputItem::FunctionCall {
+                        call_id,
+                        name,
+                        arguments,
+                    } => {
+                        let t = Instant::now();
+                        let out = self.function_call(step, call_id, name, arguments)?;
+                        waited_ms += ms(t.elapsed());
+                        vec![out]
+                    }
+                    _ => continue,
+                };
+                for o in &out {
+                    self.recorder.log(
+                        "call_output",
+                        json!({"step": step, "item": strip_images(o)}),
+                    )?;
+                }
+                next_input.extend(out);
+            }
+            for g in self.operator.take_guidance() {
+                self.recorder
+                    .log("guidance", json!({"step": step, "text": g}))?;
+                next_input.push(wire::user_message(&g, None));
+            }
+            self.recorder.sync()?;
+            overhead.push((ms(t_step.elapsed()) - model_ms - waited_ms).max(0.0));
+        }
+    }
+
+    fn finish(
+        &mut self,
+        ending: Ending,
+        message: String,
+        steps: u32,
+        usage: UsageTotals,
+        overhead_ms: Vec<f64>,
+    ) -> anyhow::Result<Outcome> {
+        self.recorder.log(
+            "run_finished",
+            json!({"ending": ending, "message": message, "steps": steps, "usage_totals": usage}),
+        )?;
+        self.recorder.sync()?;
+        Ok(Outcome {
+            ending,
+            message,
+            steps,
+            usage,
+            overhead_ms,
+        })
+    }
+
+    fn function_call(
+        &mut self,
+        step: u32,
+        call_id: &str,
+        name: &str,
+        arguments: &str,
+    ) -> anyhow::Result<Value> {
+        let output = if name == "ask_user" && self.opts.ask_user {
+            let question = serde_json::from_str::<Value>(arguments)
+                .ok()
+                .and_then(|v| {
+                    v.get("question")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+                .unwrap_or_default();
+            let answer = if question.trim().is_empty() {
+                None
+            } else {
+                tokio::task::block_in_place(|| self.operator.ask(&question))
+            };
+            self.recorder.log(
+                "ask_user",
+                json!({"step": step, "call_id": call_id, "question": question, "answered": answer.is_some()}),
+            )?;
+            match answer {
+                Some(a) => json!({"answer": a}).to_string(),
+                None => json!({"error": "the operator declined to answer"}).to_string(),
+            }
+        } else {
+            json!({"error": format!("unknown function `{name}`")}).to_string()
+        };
+        Ok(wire::function_call_output(call_id, &output))
+    }
+
+    /// Handles one computer call. The outer `Result` is for recording
+    /// failures; the inner one says whether the run continues.
+    async fn computer_call(
+        &mut self,
+        step: u32,
+        call_id: &str,
+        raw_actions: &[Value],
+        checks: &[SafetyCheck],
+    ) -> anyhow::Result<Result<(Vec<Value>, f64), Stop>> {
+        // Read the actions (lenient about unknown fields, strict about the rest).
+        let mut actions = Vec::with_capacity(raw_actions.len());
+        for (i, raw) in raw_actions.iter().enumerate() {
+            match Action::from_model_value(raw) {
+                Ok(a) => actions.push(a),
+                Err(e) => {
+                    return Ok(Err(Stop::Outcome(
+                        Ending::Failed,
+                        format!("computer call {call_id}: action {i}: {e}"),
+                    )));
+                }
+            }
+        }
+        let mut waited = 0.0;
+        // Safety checks: all approved, or nothing runs.
+        if !checks.is_empty() {
+            let marked = match self.last_shot.as_ref() {
+                Some(shot) if shot.format == ImageFormat::Png => {
+                    let bytes = base64::engine::general_purpose::STANDARD.decode(&shot.data)?;
+                    match approve::mark_targets(&bytes, &actions) {
+                        Ok(png) => {
+                            let path = approve::marked_path(self.recorder.dir(), step, call_id);
+                            let name = path
+                                .file_name()
+                                .map(|n| n.to_string_lossy().to_string())
+                                .unwrap_or_default();
+                            self.recorder.save_image(&name, &png).ok().map(|_| path)
+                        }
+                        Err(_) => None,
+                    }
+                }
+                _ => None,
+            };
+            let t = Instant::now();
+            let decision = tokio::task::block_in_place(|| {
+                self.operator.approve_checks(&CheckRequest {
+                    call_id,
+                    checks,
+                    actions: &actions,
+                    marked: marked.as_deref(),
+                })
+            });
+            waited += ms(t.elapsed());
+            self.recorder.log(
+                "safety_checks",
+                json!({"step": step, "call_id": call_id, "checks": checks,
+                       "decision": match &decision { Decision::Approve => "approved".to_string(), Decision::Deny(r) => format!("denied: {r}") }}),
+            )?;
+            if let Decision::Deny(reason) = decision {
+                self.recorder.sync()?;
+                return Ok(Err(Stop::Outcome(
+                    Ending::Denied,
+                    format!("safety check not approved ({reason}); nothing was run"),
+                )));
+            }
+        }
+        // Run, confirming each action first when asked to.
+        let expect = self.last_shot.as_ref().map(|s| s.scale_map);
+        self.recorder.ledger(
+            step,
+            call_id,
+            LedgerState::Pending,
+            json!({"actions": actions, "expect_scale_map": expect}),
+        )?;
+        // Daemon (and, with confirmations, operator) time is not loop overhead.
+        let t_daemon = Instant::now();
+        let result = if self.opts.confirm_actions {
+            match self.run_confirmed(step, call_id, &actions, expect).await? {
+                Ok(r) => r,
+                Err(stop) => return Ok(Err(stop)),
+            }
+        } else {
+            let mut req = BatchRequest::new(actions.clone(), self.opts.screenshot);
+            req.expect_scale_map = expect;
+            self.send(req).await
+        };
+        waited += ms(t_daemon.elapsed());
+        let shot = match result {
+            Ok(shot) => {
+                self.recorder.ledger(
+                    step,
+                    call_id,
+                    LedgerState::Done,
+                    json!({"executed": actions.len()}),
+                )?;
+                shot
+            }
+            Err(ChannelError::Daemon { body, .. }) => {
+                self.recorder
+                    .ledger(step, call_id, LedgerState::Failed, json!({"error": body}))?;
+                // Tell the model what ran and show it the screen as it is.
+                let shot = match self.screenshot_now().await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        return Ok(Err(Stop::Outcome(
+                            Ending::Failed,
+                            format!("after a failed action: {e:#}"),
+                        )));
+                    }
+                };
+                let file = self.save_shot(step, call_id, &shot)?;
+                self.recorder.log("observation", json!({"step": step, "call_id": call_id, "file": file, "scale_map": shot.scale_map}))?;
+                let note = format!(
+                    "The computer action {} of call {call_id} could not be carried out: {}. \
+                     {} earlier action(s) of that call ran; the rest did not. The screenshot shows the screen now.",
+                    body.index
+                        .map(|i| i.to_string())
+                        .unwrap_or_else(|| "?".into()),
+                    body.message,
+                    body.executed.unwrap_or(0),
+                );
+                let out = wire::computer_call_output(call_id, &shot.data_url(), checks);
+                self.last_shot = Some(shot);
+                return Ok(Ok((vec![out, wire::user_message(&note, None)], waited)));
+            }
+            Err(e) => {
+                let state = if self.interrupt.is_set() || e.outcome_unknown() {
+                    LedgerState::Unknown
+                } else {
+                    LedgerState::Failed
+                };
+                self.recorder
+                    .ledger(step, call_id, state, json!({"error": e.to_string()}))?;
+                let ending = if self.interrupt.is_set() {
+                    Ending::Interrupted
+                } else {
+                    Ending::Failed
+                };
+                return Ok(Err(Stop::Outcome(
+                    ending,
+                    format!(
+                        "computer call {call_id}: {e}; its outcome is recorded as {state:?} (resume with --resume after reconciling)"
+                    ),
+                )));
+            }
+        };
+        let file = self.save_shot(step, call_id, &shot)?;
+        self.recorder.log(
+            "observation",
+            json!({"step": step, "call_id": call_id, "file": file, "scale_map": shot.scale_map}),
+        )?;
+        let out = wire::computer_call_output(call_id, &shot.data_url(), checks);
+        self.last_shot = Some(shot);
+        Ok(Ok((vec![out], waited)))
+    }
+
+    /// Sends one batch (with its final screenshot), cancellable.
+    async fn send(&mut self, req: BatchRequest) -> Result<Screenshot, ChannelError> {
+        let r = tokio::select! {
+            r = self.channel.act(&req) => r?,
+            () = self.interrupt.wait() => {
+                return Err(ChannelError::Http("interrupted while the actions ran".into()));
+            }
+        };
+        r.screenshot
+            .ok_or_else(|| ChannelError::BadReply("the final screenshot is missing".into()))
+    }
+
+    /// Runs the actions one at a time, each after the operator confirmed
+    /// it, then the final screenshot after it too was confirmed.
+    async fn run_confirmed(
+        &mut self,
+        step: u32,
+        call_id: &str,
+        actions: &[Action],
+        expect: Option<sandtop_protocol::ScaleMap>,
+    ) -> anyhow::Result<Result<Result<Screenshot, ChannelError>, Stop>> {
+        for (i, a) in actions.iter().enumerate() {
+            let d = tokio::task::block_in_place(|| {
+                self.operator.confirm_action(&ActionRequest {
+                    call_id,
+                    action: Some(a),
+                    index: i,
+                    of: actions.len(),
+                })
+            });
+            self.recorder.log("confirm", json!({"step": step, "call_id": call_id, "index": i, "approved": d == Decision::Approve}))?;
+            if let Decision::Deny(reason) = d {
+                self.recorder.ledger(
+                    step,
+                    call_id,
+                    LedgerState::Failed,
+                    json!({"executed": i, "refused": reason}),
+                )?;
+                return Ok(Err(Stop::Outcome(
+                    Ending::Refused,
+                    format!(
+                        "the operator refused action {i} of {call_id} ({reason}); {i} action(s) before it ran"
+                    ),
+                )));
+            }
+            let mut req = BatchRequest::new(vec![a.clone()], self.opts.screenshot);
+            req.expect_scale_map = expect;
+            req.final_screenshot = false;
+            let r = tokio::select! {
+                r = self.channel.act(&req) => r,
+                () = self.interrupt.wait() => Err(ChannelError::Http("interrupted while the action ran".into())),
+            };
+            if let Err(e) = r {
+                return Ok(Ok(Err(e)));
+            }
+        }
+        let d = tokio::task::block_in_place(|| {
+            self.operator.confirm_action(&ActionRequest {
+                call_id,
+                action: None,
+                index: actions.len(),
+                of: actions.len(),
+            })
+        });
+        self.recorder.log("confirm", json!({"step": step, "call_id": call_id, "index": "final_screenshot", "approved": d == Decision::Approve}))?;
+        if let Decision::Deny(reason) = d {
+            self.recorder.ledger(
+                step,
+                call_id,
+                LedgerState::Failed,
+                json!({"executed": actions.len(), "refused": "final screenshot"}),
+            )?;
+            return Ok(Err(Stop::Outcome(
+                Ending::Refused,
+                format!(
+                    "the operator refused the final screenshot of {call_id} ({reason}); all its actions ran"
+                ),
+            )));
+        }
+        let mut req = BatchRequest::new(Vec::new(), self.opts.screenshot);
+        req.expect_scale_map = expect;
+        Ok(Ok(self.send(req).await))
+    }
+}
