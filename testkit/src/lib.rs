@@ -7,6 +7,7 @@
 //! ([`recorder`]), and the skip policy ([`skip`]).
 //! What it is not: a place for production code; nothing here ships.
 
+pub mod mock_responses;
 pub mod openapi;
 pub mod recorder;
 pub mod skip;
