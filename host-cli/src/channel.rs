@@ -186,12 +186,16 @@ impl Channel {
     ) -> Result<T, ChannelError> {
         let (status, bytes) = self.send(method, path, body).await?;
         if !status.is_success() {
-            let body: ErrorBody = serde_json::from_slice(&bytes).map_err(|e| {
+            let mut body: ErrorBody = serde_json::from_slice(&bytes).map_err(|e| {
                 ChannelError::BadReply(format!("status {status} with an unreadable error: {e}"))
             })?;
+            // The guest is untrusted: it must not be able to make us log or
+            // forward the session token by echoing it.
+            body.message = self.token.redact(&body.message);
             return Err(ChannelError::Daemon { status, body });
         }
-        serde_json::from_slice(&bytes).map_err(|e| ChannelError::BadReply(e.to_string()))
+        serde_json::from_slice(&bytes)
+            .map_err(|e| ChannelError::BadReply(self.token.redact(&e.to_string())))
     }
 
     async fn get_json<T: DeserializeOwned>(&mut self, path: &str) -> Result<T, ChannelError> {

@@ -244,7 +244,7 @@ impl Script for ExerciseScript {
                 )
             }
             Stage::WaitDialog => {
-                if !shot.as_ref().is_some_and(|s| s.count(GTK_SELECTED) > 2000) {
+                if shot.as_ref().is_none_or(|s| s.count(GTK_SELECTED) <= 2000) {
                     return self.waiting("the save dialog", None).map(Some);
                 }
                 self.advance(Stage::WaitDialogClosed);

@@ -173,7 +173,9 @@ impl OpenAiModel {
                 .map(Duration::from_secs);
             let text = resp.text().await.unwrap_or_default();
             return Attempt::Retry {
-                why: format!("status {status}: {}", api_message(&text)),
+                why: self
+                    .key
+                    .redact(&format!("status {status}: {}", api_message(&text))),
                 after,
             };
         }
@@ -237,10 +239,10 @@ impl OpenAiModel {
                 }
                 "error" => {
                     return Attempt::Retry {
-                        why: format!(
+                        why: self.key.redact(&format!(
                             "stream error: {}",
                             data.get("message").and_then(Value::as_str).unwrap_or("?")
-                        ),
+                        )),
                         after: None,
                     };
                 }

@@ -196,13 +196,29 @@ pub fn resume_point(dir: &Path) -> anyhow::Result<ResumePoint> {
                 let call = v["call_id"].as_str().unwrap_or("").to_string();
                 ledger.insert(call, (v["step"].as_u64().unwrap_or(0) as u32, state));
             }
-            "run_finished" => finished = true,
+            // Only a run the model finished (or the operator stopped by
+            // refusing) is over; an interrupted or failed one can resume.
+            "run_finished" => {
+                finished = matches!(
+                    v["ending"].as_str(),
+                    Some("finished" | "denied" | "refused" | "step_budget")
+                );
+            }
+            "run_resumed" => finished = false,
             _ => {}
         }
     }
     let Some(started) = started else {
         bail!("{} has no run_started entry", path.display());
     };
+    let pending_outputs = pending_outputs
+        .iter()
+        .map(|v| internalize(v, dir))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let conversation = conversation
+        .iter()
+        .map(|v| internalize(v, dir))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let unsettled = ledger
         .into_iter()
         .find(|(_, (_, s))| matches!(s, LedgerState::Pending | LedgerState::Unknown))
@@ -215,6 +231,65 @@ pub fn resume_point(dir: &Path) -> anyhow::Result<ResumePoint> {
         unsettled,
         conversation,
         finished,
+    })
+}
+
+/// The prefix that stands for an image file of the run folder in the
+/// trajectory, so a resume can send the same image again.
+pub const FILE_MARK: &str = "sandtop-file:";
+
+/// Replaces the data URLs of saved screenshots (`files`: URL, file name)
+/// with [`FILE_MARK`] references, and any other image data with its size.
+pub fn externalize(v: &Value, files: &[(String, String)]) -> Value {
+    match v {
+        Value::String(s) if s.starts_with("data:image/") => {
+            match files.iter().find(|(url, _)| url == s) {
+                Some((_, file)) => json!(format!("{FILE_MARK}{file}")),
+                None => json!(format!("<image {} bytes>", s.len())),
+            }
+        }
+        Value::Array(a) => Value::Array(a.iter().map(|x| externalize(x, files)).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, x)| (k.clone(), externalize(x, files)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// The inverse of [`externalize`]: file references become data URLs again.
+pub fn internalize(v: &Value, dir: &Path) -> anyhow::Result<Value> {
+    Ok(match v {
+        Value::String(s) if s.starts_with(FILE_MARK) => {
+            use base64::Engine as _;
+            let name = &s[FILE_MARK.len()..];
+            if name.contains('/') || name.starts_with('.') {
+                bail!("a trajectory refers to `{name}`, which is not a file of the run folder");
+            }
+            let bytes = std::fs::read(dir.join(name))
+                .with_context(|| format!("reading {name} from the run folder"))?;
+            let mime = if name.ends_with(".webp") {
+                "image/webp"
+            } else {
+                "image/png"
+            };
+            json!(format!(
+                "data:{mime};base64,{}",
+                base64::engine::general_purpose::STANDARD.encode(bytes)
+            ))
+        }
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .map(|x| internalize(x, dir))
+                .collect::<anyhow::Result<_>>()?,
+        ),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, x)| Ok((k.clone(), internalize(x, dir)?)))
+                .collect::<anyhow::Result<_>>()?,
+        ),
+        other => other.clone(),
     })
 }
 

@@ -32,7 +32,7 @@ use tokio::sync::Notify;
 
 use super::approve::{self, ActionRequest, CheckRequest, Decision, Operator};
 use super::model::Model;
-use super::record::{LedgerState, Recorder, strip_images};
+use super::record::{LedgerState, Recorder, externalize, strip_images};
 use super::wire::{self, OutputItem, RequestParts, SafetyCheck, ToolShape, Usage};
 use crate::channel::{Channel, ChannelError};
 
@@ -184,6 +184,11 @@ pub struct Runner<'a> {
     /// The screenshot the model saw last (its map is the coordinate space
     /// of the next call).
     last_shot: Option<Screenshot>,
+    /// When the time budget runs out.
+    deadline: Option<Instant>,
+    /// Screenshots going out with the next request, as (data URL, file),
+    /// so the trajectory can refer to the files instead of the data.
+    files: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for Runner<'_> {
@@ -203,6 +208,33 @@ const PLACEHOLDER_PNG: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAE
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// Resolves when the run must stop: Ctrl-C or the time budget. Every
+/// await on the model or the daemon races against it, so neither can hold
+/// the run past its limits (dropping a daemon request cancels it in the
+/// daemon, which releases held input). A free function so that it can
+/// borrow these two fields while the channel or model is borrowed.
+async fn halted(interrupt: &Interrupt, deadline: Option<Instant>) -> Ending {
+    let until_deadline = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d.into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = interrupt.wait() => Ending::Interrupted,
+        () = until_deadline => Ending::TimeBudget,
+    }
+}
+
+/// Runs an operator prompt (which blocks on the terminal) without
+/// stalling other tasks on a multi-threaded runtime.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
 }
 
 /// Applies the context budget to a conversation that is about to be
@@ -266,18 +298,31 @@ impl<'a> Runner<'a> {
             opts,
             interrupt,
             last_shot: None,
+            deadline: None,
+            files: Vec::new(),
         }
     }
 
-    fn deadline_passed(&self, start: Instant) -> bool {
-        self.opts.max_duration.is_some_and(|d| start.elapsed() >= d)
+    fn deadline_passed(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// Why a daemon request was cut short, if it was.
+    fn halt_reason(&self) -> Option<Ending> {
+        if self.interrupt.is_set() {
+            Some(Ending::Interrupted)
+        } else if self.deadline_passed() {
+            Some(Ending::TimeBudget)
+        } else {
+            None
+        }
     }
 
     async fn screenshot_now(&mut self) -> anyhow::Result<Screenshot> {
         let opts = self.opts.screenshot;
         tokio::select! {
             r = self.channel.screenshot(&opts) => Ok(r?.screenshot),
-            () = self.interrupt.wait() => anyhow::bail!("interrupted"),
+            ending = halted(&self.interrupt, self.deadline) => anyhow::bail!("stopped ({ending:?}) while taking a screenshot"),
         }
     }
 
@@ -299,6 +344,7 @@ impl<'a> Runner<'a> {
     /// Runs the loop from the start (or from `resume`).
     pub async fn run(&mut self, resume: Option<Resume>) -> anyhow::Result<Outcome> {
         let start = Instant::now();
+        self.deadline = self.opts.max_duration.map(|d| start + d);
         let mut usage = UsageTotals::default();
         let mut overhead = Vec::new();
         let (mut prev_id, mut step, mut next_input, mut conversation) = match resume {
@@ -318,7 +364,9 @@ impl<'a> Runner<'a> {
                     "observation",
                     json!({"step": 0, "file": file, "scale_map": shot.scale_map}),
                 )?;
-                let first = wire::user_message(&self.opts.task, Some(&shot.data_url()));
+                let url = shot.data_url();
+                let first = wire::user_message(&self.opts.task, Some(&url));
+                self.files.push((url, file));
                 self.last_shot = Some(shot);
                 (None, 0, vec![first], Vec::new())
             }
@@ -348,7 +396,7 @@ impl<'a> Runner<'a> {
                     overhead,
                 );
             }
-            if self.deadline_passed(start) {
+            if self.deadline_passed() {
                 return self.finish(
                     Ending::TimeBudget,
                     "the time budget is spent".into(),
@@ -359,7 +407,7 @@ impl<'a> Runner<'a> {
             }
             let t_step = Instant::now();
             // 1. The request.
-            let mut input = if self.opts.store {
+            let input = if self.opts.store {
                 next_input.clone()
             } else {
                 let mut all = conversation.clone();
@@ -367,9 +415,6 @@ impl<'a> Runner<'a> {
                 apply_budget(&mut all, self.opts.context);
                 all
             };
-            if input.is_empty() {
-                input = next_input.clone();
-            }
             let body = wire::create_request(&RequestParts {
                 model: &self.opts.model,
                 shape: self.opts.shape,
@@ -393,14 +438,19 @@ impl<'a> Runner<'a> {
             step += 1;
             self.recorder.log(
                 "request_input",
-                json!({"step": step, "items": strip_images(&Value::Array(next_input.clone())),
+                json!({"step": step, "items": externalize(&Value::Array(next_input.clone()), &self.files),
                        "previous_response_id": prev_id, "images": images, "bytes": bytes}),
             )?;
+            self.files.clear();
             // 2. The model.
             let reply = tokio::select! {
                 r = self.model.create(&body) => r,
-                () = self.interrupt.wait() => {
-                    return self.finish(Ending::Interrupted, "interrupted while the model was answering".into(), step, usage, overhead);
+                                ending = halted(&self.interrupt, self.deadline) => {
+                    let why = match ending {
+                        Ending::TimeBudget => "the time budget ran out while the model was answering",
+                        _ => "interrupted while the model was answering",
+                    };
+                    return self.finish(ending, why.into(), step, usage, overhead);
                 }
             };
             let (resp, stats) = match reply {
@@ -482,8 +532,22 @@ impl<'a> Runner<'a> {
                 let out = match item {
                     OutputItem::ComputerCall {
                         call_id,
+                        unfinished: Some(status),
+                        ..
+                    } => {
+                        return self.finish(
+                            Ending::Failed,
+                            format!("the model's computer call {call_id} is `{status}`, not completed; it was not run"),
+                            step,
+                            usage,
+                            overhead,
+                        );
+                    }
+                    OutputItem::ComputerCall {
+                        call_id,
                         actions,
                         pending_safety_checks,
+                        unfinished: None,
                     } => {
                         match self
                             .computer_call(step, call_id, actions, pending_safety_checks)
@@ -513,7 +577,7 @@ impl<'a> Runner<'a> {
                 for o in &out {
                     self.recorder.log(
                         "call_output",
-                        json!({"step": step, "item": strip_images(o)}),
+                        json!({"step": step, "item": externalize(o, &self.files)}),
                     )?;
                 }
                 next_input.extend(out);
@@ -569,7 +633,7 @@ impl<'a> Runner<'a> {
             let answer = if question.trim().is_empty() {
                 None
             } else {
-                tokio::task::block_in_place(|| self.operator.ask(&question))
+                blocking(|| self.operator.ask(&question))
             };
             self.recorder.log(
                 "ask_user",
@@ -628,7 +692,7 @@ impl<'a> Runner<'a> {
                 _ => None,
             };
             let t = Instant::now();
-            let decision = tokio::task::block_in_place(|| {
+            let decision = blocking(|| {
                 self.operator.approve_checks(&CheckRequest {
                     call_id,
                     checks,
@@ -705,23 +769,22 @@ impl<'a> Runner<'a> {
                     body.message,
                     body.executed.unwrap_or(0),
                 );
-                let out = wire::computer_call_output(call_id, &shot.data_url(), checks);
+                let url = shot.data_url();
+                let out = wire::computer_call_output(call_id, &url, checks);
+                self.files.push((url, file));
                 self.last_shot = Some(shot);
                 return Ok(Ok((vec![out, wire::user_message(&note, None)], waited)));
             }
             Err(e) => {
-                let state = if self.interrupt.is_set() || e.outcome_unknown() {
+                let halted = self.halt_reason();
+                let state = if halted.is_some() || e.outcome_unknown() {
                     LedgerState::Unknown
                 } else {
                     LedgerState::Failed
                 };
                 self.recorder
                     .ledger(step, call_id, state, json!({"error": e.to_string()}))?;
-                let ending = if self.interrupt.is_set() {
-                    Ending::Interrupted
-                } else {
-                    Ending::Failed
-                };
+                let ending = halted.unwrap_or(Ending::Failed);
                 return Ok(Err(Stop::Outcome(
                     ending,
                     format!(
@@ -735,7 +798,9 @@ impl<'a> Runner<'a> {
             "observation",
             json!({"step": step, "call_id": call_id, "file": file, "scale_map": shot.scale_map}),
         )?;
-        let out = wire::computer_call_output(call_id, &shot.data_url(), checks);
+        let url = shot.data_url();
+        let out = wire::computer_call_output(call_id, &url, checks);
+        self.files.push((url, file));
         self.last_shot = Some(shot);
         Ok(Ok((vec![out], waited)))
     }
@@ -744,8 +809,8 @@ impl<'a> Runner<'a> {
     async fn send(&mut self, req: BatchRequest) -> Result<Screenshot, ChannelError> {
         let r = tokio::select! {
             r = self.channel.act(&req) => r?,
-            () = self.interrupt.wait() => {
-                return Err(ChannelError::Http("interrupted while the actions ran".into()));
+                        ending = halted(&self.interrupt, self.deadline) => {
+                return Err(ChannelError::Http(format!("stopped ({ending:?}) while the actions ran")));
             }
         };
         r.screenshot
@@ -762,7 +827,7 @@ impl<'a> Runner<'a> {
         expect: Option<sandtop_protocol::ScaleMap>,
     ) -> anyhow::Result<Result<Result<Screenshot, ChannelError>, Stop>> {
         for (i, a) in actions.iter().enumerate() {
-            let d = tokio::task::block_in_place(|| {
+            let d = blocking(|| {
                 self.operator.confirm_action(&ActionRequest {
                     call_id,
                     action: Some(a),
@@ -790,13 +855,13 @@ impl<'a> Runner<'a> {
             req.final_screenshot = false;
             let r = tokio::select! {
                 r = self.channel.act(&req) => r,
-                () = self.interrupt.wait() => Err(ChannelError::Http("interrupted while the action ran".into())),
+                ending = halted(&self.interrupt, self.deadline) => Err(ChannelError::Http(format!("stopped ({ending:?}) while the action ran"))),
             };
             if let Err(e) = r {
                 return Ok(Ok(Err(e)));
             }
         }
-        let d = tokio::task::block_in_place(|| {
+        let d = blocking(|| {
             self.operator.confirm_action(&ActionRequest {
                 call_id,
                 action: None,

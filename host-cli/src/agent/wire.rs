@@ -51,6 +51,9 @@ pub enum OutputItem {
         call_id: String,
         actions: Vec<Value>,
         pending_safety_checks: Vec<SafetyCheck>,
+        /// The item's status when it is not `completed` (a call cut short
+        /// by an incomplete response must not run).
+        unfinished: Option<String>,
     },
     /// A function call.
     FunctionCall {
@@ -122,10 +125,16 @@ fn parse_item(v: &Value) -> Result<OutputItem, Malformed> {
                     ))
                 })?,
             };
+            let unfinished = v
+                .get("status")
+                .and_then(Value::as_str)
+                .filter(|s| *s != "completed")
+                .map(str::to_string);
             OutputItem::ComputerCall {
                 call_id,
                 actions,
                 pending_safety_checks,
+                unfinished,
             }
         }
         "function_call" => OutputItem::FunctionCall {
@@ -284,6 +293,11 @@ pub fn create_request(p: &RequestParts<'_>) -> Value {
         // The preview tool requires it.
         body["truncation"] = json!("auto");
     }
+    if !p.store {
+        // Without storage, reasoning items can only be sent back with
+        // their encrypted content.
+        body["include"] = json!(["reasoning.encrypted_content"]);
+    }
     body
 }
 
@@ -316,6 +330,7 @@ mod tests {
                 call_id,
                 actions,
                 pending_safety_checks,
+                ..
             } => {
                 assert_eq!(call_id, "call_1");
                 assert_eq!(actions.len(), 2);
