@@ -28,5 +28,6 @@ pub mod desktop;
 pub mod driver;
 pub mod keys;
 pub mod ratelimit;
+pub mod relay;
 pub mod supervise;
 pub mod token;

@@ -76,6 +76,10 @@ struct ServeArgs {
     /// Arguments for the window manager (repeat for each).
     #[arg(long = "wm-arg", allow_hyphen_values = true)]
     wm_args: Vec<String>,
+    /// Relay loopback TCP connections to a Unix socket (`ADDR=SOCKET`):
+    /// the guest's egress path, when the session has one.
+    #[arg(long)]
+    egress_relay: Option<sandtopd::relay::RelaySpec>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
@@ -201,6 +205,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         desktop: desktop.clone(),
     };
     let supervisor = tokio::spawn(supervisor.run(stop_rx));
+
+    if let Some(spec) = args.egress_relay.clone() {
+        tokio::spawn(async move {
+            if let Err(e) = sandtopd::relay::run(spec).await {
+                tracing::error!(error = %e, "the egress relay stopped");
+            }
+        });
+    }
 
     // 3. The API.
     let state = Arc::new(ApiState::new(desktop.clone(), token, Arc::clone(&health)));

@@ -112,7 +112,16 @@ struct Started<'a> {
 impl Started<'_> {
     async fn start(&mut self, name: String, screen: Size) -> anyhow::Result<(SessionRecord, f64)> {
         let t = Instant::now();
-        let rec = guest::start(self.store, self.backend, &StartRequest { name, screen }).await?;
+        let rec = guest::start(
+            self.store,
+            self.backend,
+            &StartRequest {
+                name,
+                screen,
+                network: crate::egress::service::EgressConfig::none(),
+            },
+        )
+        .await?;
         let took = ms(t.elapsed());
         self.recs.push(rec.clone());
         Ok((rec, took))
@@ -297,6 +306,7 @@ async fn measure(
             let req = StartRequest {
                 name: format!("bench-{tag}-g{i}"),
                 screen,
+                network: crate::egress::service::EgressConfig::none(),
             };
             futs.push(async move {
                 let t = Instant::now();

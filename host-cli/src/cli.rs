@@ -35,6 +35,10 @@ pub enum Command {
     /// Start, list, stop and clean up guests.
     #[command(subcommand)]
     Guest(GuestCommand),
+    /// (internal) A session's egress proxy; `guest start --network
+    /// allow:...|ask` starts it.
+    #[command(hide = true)]
+    EgressProxy(crate::egress::service::ServeArgs),
     /// Take one screenshot of a session and write it to a file.
     Screenshot(ScreenshotArgs),
     /// Run Responses-API-shaped actions against a session; print the result
@@ -99,6 +103,8 @@ pub struct StartArgs {
     pub json: bool,
     #[command(flatten)]
     pub docker: DockerStartArgs,
+    #[command(flatten)]
+    pub net: crate::egress::service::NetworkArgs,
 }
 
 /// Options of the Docker backend.
@@ -203,6 +209,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(a) => crate::agent::cmd::run(a).await,
         Command::Exercise(a) => crate::agent::cmd::exercise(a).await,
         Command::Guest(g) => guest_command(g).await,
+        Command::EgressProxy(a) => {
+            crate::egress::service::serve(a).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Screenshot(a) => screenshot(a).await,
         Command::Act(a) => act(a).await,
         Command::Doctor(a) => crate::doctor::run(a).await,
@@ -218,9 +228,23 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                 Some(n) => n,
                 None => session::new_name()?,
             };
+            let network = a.net.config();
+            if a.backend == BackendKind::Local
+                && network.mode != crate::egress::policy::NetworkMode::None
+            {
+                bail!(
+                    "--network applies to docker guests; a local session shares this host's network"
+                );
+            }
+            if network.mode == crate::egress::policy::NetworkMode::Open {
+                eprintln!(
+                    "host-cli: --network open: the guest reaches any address Docker's bridge can, unfiltered"
+                );
+            }
             let req = StartRequest {
                 name,
                 screen: a.display,
+                network,
             };
             let rec = match a.backend {
                 BackendKind::Local => {

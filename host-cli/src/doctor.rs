@@ -198,6 +198,7 @@ async fn guest_checks(backend: &DockerBackend) -> Vec<Check> {
     let req = StartRequest {
         name: name.clone(),
         screen: sandtop_protocol::Size::new(1280, 800),
+        network: crate::egress::service::EgressConfig::none(),
     };
     let t = Instant::now();
     let rec = match guest::start(&store, backend, &req).await {

@@ -19,6 +19,7 @@ pub mod bench;
 pub mod channel;
 pub mod cli;
 pub mod doctor;
+pub mod egress;
 pub mod guest;
 pub mod secret;
 pub mod session;

@@ -68,6 +68,12 @@ pub struct SessionRecord {
     pub local: Option<LocalRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docker: Option<DockerRecord>,
+    /// The network policy; absent means `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::egress::service::EgressConfig>,
+    /// The egress proxy's pid, for `allow` and `ask`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress_pid: Option<i32>,
 }
 
 /// The state directory.
@@ -327,6 +333,8 @@ mod tests {
                 .contains("already exists")
         );
         let rec = SessionRecord {
+            network: None,
+            egress_pid: None,
             name: "one".into(),
             backend: BackendKind::Local,
             screen: Size::new(800, 600),

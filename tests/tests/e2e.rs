@@ -255,6 +255,7 @@ impl Guest {
         let req = StartRequest {
             name: format!("e2e-{}-{tag}", ctx.run),
             screen: Size::new(1280, 800),
+            network: host_cli::egress::service::EgressConfig::none(),
         };
         let rec = guest::start(&ctx.store, b, &req).await?;
         Guest::adopt(ctx, rec)

@@ -162,11 +162,38 @@ impl Terminal {
     }
 }
 
+/// A terminal shared by the run's prompts and the egress proxy's origin
+/// questions (which arrive while the run waits on the guest).
+pub type SharedTerminal = std::sync::Arc<std::sync::Mutex<Terminal>>;
+
+fn lock(t: &SharedTerminal) -> std::sync::MutexGuard<'_, Terminal> {
+    t.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Asks the operator whether the guest may reach `origin`: approve, deny
+/// or cancel; anything else, or no answer, is deny (CONTRACT.md rule 21).
+pub fn ask_origin(t: &SharedTerminal, origin: &str) -> crate::egress::proxy::Answer {
+    use crate::egress::proxy::Answer;
+    let mut t = lock(t);
+    t.say(&format!(
+        "\n== The guest wants to reach {origin} ==\nSite content is untrusted; approving lasts for this session.\n"
+    ));
+    match t
+        .prompt("Allow this origin? [approve/deny/cancel; default: deny] ")
+        .map(|a| a.trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        Some("approve") => Answer::Approve,
+        Some("cancel") => Answer::Cancel,
+        _ => Answer::Deny,
+    }
+}
+
 /// The operator of a run: a policy, a terminal, both, or neither.
 #[derive(Debug, Default)]
 pub struct Approvals {
     pub policy: Option<Policy>,
-    pub terminal: Option<Terminal>,
+    pub terminal: Option<SharedTerminal>,
     /// Approve the scripted model's checks (the runner only sets this for
     /// the scripted model).
     pub scripted_checks: bool,
@@ -184,12 +211,13 @@ impl Operator for Approvals {
         if let Some(d) = self.policy.as_ref().and_then(|p| p.checks(req.checks)) {
             return d;
         }
-        let Some(t) = self.terminal.as_mut() else {
+        let Some(t) = self.terminal.as_ref() else {
             return Decision::Deny(
                 "no terminal to ask on and no policy approves these checks (denied by default)"
                     .into(),
             );
         };
+        let mut t = lock(t);
         let mut text = format!(
             "\n== Safety check{} on computer call {} ==\n",
             if req.checks.len() > 1 { "s" } else { "" },
@@ -220,9 +248,10 @@ impl Operator for Approvals {
                 PolicyAnswer::Deny => Decision::Deny("the approval policy denies actions".into()),
             };
         }
-        let Some(t) = self.terminal.as_mut() else {
+        let Some(t) = self.terminal.as_ref() else {
             return Decision::Deny("no terminal to confirm actions on (denied by default)".into());
         };
+        let mut t = lock(t);
         let what = match req.action {
             Some(a) => format!(
                 "action {}/{} of {}: {}",
@@ -237,7 +266,7 @@ impl Operator for Approvals {
     }
 
     fn ask(&mut self, question: &str) -> Option<String> {
-        let t = self.terminal.as_mut()?;
+        let mut t = lock(self.terminal.as_ref()?);
         let a = t.prompt(&format!(
             "\n== The model asks ==\n{question}\nYour answer (empty line = refuse): "
         ))?;
@@ -246,9 +275,10 @@ impl Operator for Approvals {
     }
 
     fn take_guidance(&mut self) -> Vec<String> {
-        let Some(t) = self.terminal.as_mut() else {
+        let Some(t) = self.terminal.as_ref() else {
             return Vec::new();
         };
+        let mut t = lock(t);
         while let Ok(line) = t.lines.try_recv() {
             if !line.trim().is_empty() {
                 t.guidance.push(line);

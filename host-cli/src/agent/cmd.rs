@@ -106,6 +106,8 @@ pub struct RunArgs {
     /// Backend of a guest this run boots.
     #[arg(long, value_enum, default_value_t = BackendKind::Docker)]
     pub backend: BackendKind,
+    #[command(flatten)]
+    pub net: crate::egress::service::NetworkArgs,
 }
 
 /// Options of `host-cli exercise`.
@@ -192,6 +194,7 @@ async fn session_for(
     backend: BackendKind,
     display: Size,
     keep: bool,
+    network: crate::egress::service::EgressConfig,
 ) -> anyhow::Result<(SessionDir, SessionRecord, Option<Booted>)> {
     if let Some(n) = name {
         let dir = store.get(n)?;
@@ -201,6 +204,7 @@ async fn session_for(
     let req = StartRequest {
         name: session::new_name()?,
         screen: display,
+        network,
     };
     eprintln!("host-cli: booting a {backend} guest ({display})");
     let rec = match backend {
@@ -274,7 +278,7 @@ fn watch_ctrl_c(interrupt: &Interrupt) {
 fn operator(policy: Option<&PathBuf>, scripted_checks: bool) -> anyhow::Result<Approvals> {
     Ok(Approvals {
         policy: policy.map(|p| Policy::load(p)).transpose()?,
-        terminal: Terminal::open(),
+        terminal: Terminal::open().map(|t| std::sync::Arc::new(std::sync::Mutex::new(t))),
         scripted_checks,
     })
 }
@@ -306,6 +310,12 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let store = Store::open()?;
+    if a.session.is_some() && a.net.network != crate::egress::policy::NetworkMode::None {
+        bail!(
+            "--network applies to a guest this run boots; session {} keeps the policy it was started with",
+            a.session.as_deref().unwrap_or("")
+        );
+    }
     let resume_point = a.resume.as_deref().map(record::resume_point).transpose()?;
     let session_name = match (&a.session, &resume_point) {
         (Some(s), _) => Some(s.clone()),
@@ -323,6 +333,7 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         a.backend,
         a.display,
         a.keep,
+        a.net.config(),
     )
     .await?;
     let result = run_on(&store, &dir, &rec, &a, Secret::new(key), resume_point).await;
@@ -444,6 +455,24 @@ async fn run_on(
     let interrupt = Interrupt::default();
     watch_ctrl_c(&interrupt);
     let dir_path = recorder.dir().to_path_buf();
+    // The session's egress proxy asks about new origins through this run,
+    // and its decisions go into this run's trajectory.
+    let egress = match rec.egress_pid {
+        Some(_) => {
+            let paths = crate::egress::service::Paths::new(&dir.path, &dir.guest_path());
+            let on_cancel = interrupt.clone();
+            crate::egress::service::attach(
+                &paths.control,
+                Box::new(OriginOperator {
+                    terminal: op.terminal.clone(),
+                    journal: Recorder::open(&dir_path)?,
+                }),
+                Box::new(move || on_cancel.trigger()),
+            )
+            .await
+        }
+        None => None,
+    };
     let outcome = Runner::new(
         model.as_mut(),
         &mut channel,
@@ -454,8 +483,36 @@ async fn run_on(
     )
     .run(resume)
     .await?;
+    if let Some(task) = egress {
+        task.abort();
+    }
     print_outcome(&outcome, &dir_path);
     Ok(exit_for(outcome.ending))
+}
+
+/// Answers the egress proxy's origin questions on the run's terminal and
+/// records its decisions in the run's trajectory.
+struct OriginOperator {
+    terminal: Option<super::approve::SharedTerminal>,
+    journal: Recorder,
+}
+
+impl crate::egress::service::Attached for OriginOperator {
+    fn answer(&mut self, origin: &str) -> crate::egress::proxy::Answer {
+        let answer = match &self.terminal {
+            Some(t) => super::approve::ask_origin(t, origin),
+            None => crate::egress::proxy::Answer::Deny,
+        };
+        let _ = self.journal.log(
+            "origin_question",
+            json!({"origin": origin, "answer": answer}),
+        );
+        answer
+    }
+
+    fn journal(&mut self, entry: &serde_json::Value) {
+        let _ = self.journal.log("egress", entry.clone());
+    }
 }
 
 /// `host-cli exercise`.
@@ -468,6 +525,7 @@ pub async fn exercise(a: ExerciseArgs) -> anyhow::Result<ExitCode> {
         BackendKind::Docker,
         Size::new(1280, 800),
         a.keep,
+        crate::egress::service::EgressConfig::none(),
     )
     .await?;
     let result = exercise_on(&store, &dir, &rec, &a).await;

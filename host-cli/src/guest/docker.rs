@@ -349,7 +349,16 @@ impl DockerBackend {
             security_opt: Some(vec!["no-new-privileges:true".to_string()]),
             readonly_rootfs: Some(true),
             tmpfs: Some(tmpfs),
-            network_mode: Some("none".to_string()),
+            // `none` for every mode but `open`: with `allow` and `ask` the
+            // only way out is the egress socket in the session folder.
+            network_mode: Some(
+                if req.network.mode == crate::egress::policy::NetworkMode::Open {
+                    "bridge"
+                } else {
+                    "none"
+                }
+                .to_string(),
+            ),
             privileged: Some(false),
             publish_all_ports: Some(false),
             port_bindings: None,
@@ -386,7 +395,19 @@ impl DockerBackend {
         ContainerCreateBody {
             image: Some(self.image.clone()),
             user: Some(format!("{GUEST_UID}:{GUEST_GID}")),
-            env: Some(vec![format!("SANDTOP_SCREEN={}", req.screen)]),
+            env: Some(vec![
+                format!("SANDTOP_SCREEN={}", req.screen),
+                // Tells the guest's entry whether programs use the egress
+                // proxy (the relay at 127.0.0.1:3128).
+                format!(
+                    "SANDTOP_EGRESS={}",
+                    if req.network.mode.uses_proxy() {
+                        "proxy"
+                    } else {
+                        "direct"
+                    }
+                ),
+            ]),
             labels: Some(labels),
             tty: Some(false),
             open_stdin: Some(false),
@@ -453,6 +474,8 @@ impl DockerBackend {
             .with_context(|| format!("starting the container {name}"))?;
         self.wait_ready(dir, &id).await?;
         Ok(SessionRecord {
+            network: None,
+            egress_pid: None,
             name: req.name.clone(),
             backend: BackendKind::Docker,
             screen: req.screen,
@@ -1065,12 +1088,30 @@ mod tests {
         let req = StartRequest {
             name: "abc".into(),
             screen: Size::new(1024, 768),
+            network: crate::egress::service::EgressConfig::none(),
         };
         let v = serde_json::to_value(b.create_body(&dir, &req)).unwrap();
         let h = &v["HostConfig"];
         assert_eq!(v["Image"], "img:test");
         assert_eq!(v["User"], "1000:1000");
-        assert_eq!(v["Env"], serde_json::json!(["SANDTOP_SCREEN=1024x768"]));
+        // Nothing of the host's environment, no secret: only these two.
+        assert_eq!(
+            v["Env"],
+            serde_json::json!(["SANDTOP_SCREEN=1024x768", "SANDTOP_EGRESS=direct"])
+        );
+        assert_eq!(h["NetworkMode"], "none");
+        let mut open = req.clone();
+        open.network.mode = crate::egress::policy::NetworkMode::Open;
+        let o = serde_json::to_value(b.create_body(&dir, &open)).unwrap();
+        assert_eq!(o["HostConfig"]["NetworkMode"], "bridge");
+        let mut allow = req.clone();
+        allow.network.mode = "allow:https://a.test".parse().unwrap();
+        let a = serde_json::to_value(b.create_body(&dir, &allow)).unwrap();
+        assert_eq!(
+            a["HostConfig"]["NetworkMode"], "none",
+            "allow keeps the guest off every network"
+        );
+        assert_eq!(a["Env"][1], "SANDTOP_EGRESS=proxy");
         assert_eq!(v["Labels"]["sandtop.session"], "abc");
         assert_eq!(v["Labels"]["sandtop.session-dir"], "/state/sessions/abc");
         assert_eq!(h["CapDrop"], serde_json::json!(["ALL"]));

@@ -121,6 +121,8 @@ impl Backend for LocalBackend {
         // The daemon outlives this command; it is reaped by init.
         drop(child);
         let rec = SessionRecord {
+            network: None,
+            egress_pid: None,
             name: req.name.clone(),
             backend: BackendKind::Local,
             screen: req.screen,

@@ -30,6 +30,8 @@ use crate::session::{BackendKind, SessionDir, SessionRecord, Store};
 pub struct StartRequest {
     pub name: String,
     pub screen: Size,
+    /// The network policy.
+    pub network: crate::egress::service::EgressConfig,
 }
 
 /// A session's state as its backend sees it.
@@ -146,20 +148,40 @@ pub async fn start<B: Backend>(
         let _ = store.remove(&dir);
         return Err(e);
     }
-    match backend.start(&dir, req).await {
-        Ok(rec) => {
-            dir.save(&rec)?;
-            Ok(rec)
-        }
+    let mut rec = match backend.start(&dir, req).await {
+        Ok(rec) => rec,
         Err(e) => {
             let _ = store.remove(&dir);
-            Err(e)
+            return Err(e);
+        }
+    };
+    rec.network =
+        (req.network.mode != crate::egress::policy::NetworkMode::None).then(|| req.network.clone());
+    if req.network.mode.uses_proxy() {
+        // The guest's relay connects per connection, so the proxy can come
+        // up after the container.
+        let paths = crate::egress::service::Paths::new(&dir.path, &dir.guest_path());
+        let owner = rustix::process::geteuid()
+            .is_root()
+            .then_some((docker::GUEST_UID, docker::GUEST_GID));
+        match crate::egress::service::start(&paths, &req.network, owner).await {
+            Ok(pid) => rec.egress_pid = Some(pid),
+            Err(e) => {
+                dir.save(&rec)?;
+                let _ = stop(store, &dir, &rec).await;
+                return Err(e.context("starting the egress proxy"));
+            }
         }
     }
+    dir.save(&rec)?;
+    Ok(rec)
 }
 
 /// Stops a session and removes its folder.
 pub async fn stop(store: &Store, dir: &SessionDir, rec: &SessionRecord) -> anyhow::Result<()> {
+    if let Some(pid) = rec.egress_pid {
+        crate::egress::service::stop(pid);
+    }
     match rec.backend {
         BackendKind::Local => local::LocalBackend.stop(dir, rec).await?,
         BackendKind::Docker => {

@@ -523,7 +523,7 @@ fn run_sandtop_extra() -> Value {
             let mut v: Vec<String> = rd
                 .flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n != "token" && n != "sandtopd.sock")
+                .filter(|n| n != "token" && n != "sandtopd.sock" && n != "egress.sock")
                 .collect();
             v.sort();
             json!(v)
