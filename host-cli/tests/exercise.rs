@@ -1,0 +1,244 @@
+//! The offline exercise end to end on the real guest (E tier): the CI
+//! smoke test in Docker. `host-cli exercise` boots a guest, the scripted
+//! model drives it through the real loop (its safety check approved by
+//! `--approve-scripted-checks`), and the result is checked against the demo
+//! app's stored record and the saved file inside the guest.
+//!
+//! Also: without a terminal the exercise's safety check is denied (the run
+//! stops, exit non-zero); Ctrl-C stops a run and removes the guest it
+//! booted; a second run on a session is refused.
+
+#![allow(clippy::unwrap_used)]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sandtop_testkit::skip;
+
+const HOST_CLI: &str = env!("CARGO_BIN_EXE_host-cli");
+
+/// Whether Docker answers and the guest image exists; prints the skip
+/// line (or fails when SANDTOP_REQUIRE lists docker) otherwise.
+fn docker_ready() -> bool {
+    let ok = |args: &[&str]| {
+        Command::new("docker")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !skip::have("docker") || !ok(&["version"]) {
+        return skip::skip("docker", "no Docker engine answers");
+    }
+    if !ok(&["image", "inspect", "sandtop-guest:latest"]) {
+        return skip::skip(
+            "docker",
+            "the guest image is missing (make guest-image builds it)",
+        );
+    }
+    true
+}
+
+fn containers_of(state: &std::path::Path) -> Vec<String> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=sandtop.session-dir"),
+            "--format",
+            "{{.Label \"sandtop.session-dir\"}}",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with(&state.to_string_lossy().to_string()))
+        .map(str::to_string)
+        .collect()
+}
+
+fn host_cli(state: &std::path::Path) -> Command {
+    let mut c = Command::new(HOST_CLI);
+    c.env("SANDTOP_STATE_DIR", state)
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::null());
+    c
+}
+
+#[test]
+fn the_exercise_passes_against_the_apps_own_records() {
+    if !docker_ready() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let out = host_cli(state.path())
+        .args(["exercise", "--approve-scripted-checks"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("exercise took {:?}", t.elapsed());
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains("ok   the demo app stored the submission"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("ok   the editor saved the note"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\"ending\": \"finished\""), "{stdout}");
+    // The approval really happened, and before any action: the trajectory
+    // has the check approved before the first ledger entry.
+    let runs = state.path().join("runs");
+    let run = std::fs::read_dir(&runs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let traj = std::fs::read_to_string(run.join("trajectory.jsonl")).unwrap();
+    let check = traj
+        .find("\"kind\":\"safety_checks\"")
+        .expect("a safety check was raised");
+    let first_ledger = traj.find("\"kind\":\"ledger\"").unwrap();
+    assert!(
+        check < first_ledger,
+        "the check was decided before anything ran"
+    );
+    assert!(traj.contains("\"decision\":\"approved\""));
+    assert!(
+        containers_of(state.path()).is_empty(),
+        "the exercise left its guest behind"
+    );
+}
+
+#[test]
+fn without_a_terminal_the_safety_check_is_denied_and_nothing_runs() {
+    if !docker_ready() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    // `run` without OPENAI_API_KEY is the exercise; no terminal, no policy,
+    // no --approve-scripted-checks: the check must be denied.
+    let out = host_cli(state.path()).arg("run").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(stdout.contains("\"ending\": \"denied\""), "{stdout}");
+    let runs = state.path().join("runs");
+    let run = std::fs::read_dir(&runs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let traj = std::fs::read_to_string(run.join("trajectory.jsonl")).unwrap();
+    assert!(
+        !traj.contains("\"kind\":\"ledger\""),
+        "an action was sent though the check was denied"
+    );
+    assert!(containers_of(state.path()).is_empty());
+}
+
+#[test]
+fn ctrl_c_stops_the_run_and_removes_the_guest_it_booted() {
+    if !docker_ready() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let mut child = host_cli(state.path())
+        .args(["exercise", "--approve-scripted-checks"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the run is under way (a trajectory exists).
+    let end = Instant::now() + Duration::from_secs(60);
+    let runs = state.path().join("runs");
+    loop {
+        let started = std::fs::read_dir(&runs)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .and_then(|e| std::fs::read_to_string(e.path().join("trajectory.jsonl")).ok())
+            .is_some_and(|t| t.contains("\"kind\":\"ledger\""));
+        if started {
+            break;
+        }
+        assert!(Instant::now() < end, "the run did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    let t = Instant::now();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "host-cli did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success());
+    assert!(
+        containers_of(state.path()).is_empty(),
+        "Ctrl-C left the guest behind"
+    );
+}
+
+#[test]
+fn a_second_run_on_a_session_is_refused() {
+    if !docker_ready() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let out = host_cli(state.path())
+        .args(["guest", "start", "--name", "one"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut first = host_cli(state.path())
+        .args(["exercise", "--session", "one", "--approve-scripted-checks"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for the first run to hold the lock.
+    let lock = state.path().join("sessions/one/run.lock");
+    let end = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&lock).is_ok_and(|s| !s.trim().is_empty()) {
+        assert!(Instant::now() < end, "the first run never took the lock");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = host_cli(state.path())
+        .args(["exercise", "--session", "one", "--approve-scripted-checks"])
+        .output()
+        .unwrap();
+    let _ = first.kill();
+    let _ = first.wait();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success());
+    assert!(
+        stderr.contains("another run is active on session one"),
+        "{stderr}"
+    );
+    let out = host_cli(state.path())
+        .args(["guest", "stop", "--all"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(containers_of(state.path()).is_empty());
+}
