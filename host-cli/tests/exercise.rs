@@ -46,7 +46,7 @@ fn containers_of(state: &std::path::Path) -> Vec<String> {
             "ps",
             "-a",
             "--filter",
-            &format!("label=sandtop.session-dir"),
+            "label=sandtop.session-dir",
             "--format",
             "{{.Label \"sandtop.session-dir\"}}",
         ])
