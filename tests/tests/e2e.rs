@@ -545,9 +545,15 @@ async fn security_from_inside_and_outside(ctx: Arc<Ctx>) -> anyhow::Result<()> {
     let env = cfg.env.clone().unwrap_or_default();
     let env_names: Vec<&str> = env.iter().filter_map(|e| e.split('=').next()).collect();
     ensure!(
-        env_names
-            .iter()
-            .all(|n| ["SANDTOP_SCREEN", "PATH", "HOME", "LANG", "DISPLAY"].contains(n)),
+        env_names.iter().all(|n| [
+            "SANDTOP_SCREEN",
+            "SANDTOP_EGRESS",
+            "PATH",
+            "HOME",
+            "LANG",
+            "DISPLAY"
+        ]
+        .contains(n)),
         "N6 the container's environment: {env_names:?}"
     );
     // C11: the image.
