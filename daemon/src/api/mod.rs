@@ -13,6 +13,7 @@
 
 pub mod error;
 pub mod guard;
+pub mod reply;
 pub mod server;
 
 use std::sync::Arc;
@@ -245,7 +246,20 @@ async fn actions(
         reply,
     })
     .await?;
-    Ok(axum::Json(reply).into_response())
+    json_bytes(reply::batch(&reply))
+}
+
+/// A JSON body written by [`reply`].
+fn json_bytes(bytes: serde_json::Result<Vec<u8>>) -> Result<Response, ApiError> {
+    let bytes = bytes.map_err(|e| ApiError(ErrorBody::new(ErrorCode::Internal, e.to_string())))?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        )],
+        bytes,
+    )
+        .into_response())
 }
 
 async fn screenshot(
@@ -262,7 +276,7 @@ async fn screenshot(
         reply,
     })
     .await?;
-    Ok(axum::Json(reply).into_response())
+    json_bytes(reply::screenshot(&reply))
 }
 
 fn truncate_at_char(s: &mut String, max: usize) {
