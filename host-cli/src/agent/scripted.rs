@@ -64,6 +64,7 @@ impl Model for ScriptedModel {
 
     fn create<'a>(&'a mut self, body: &'a Value) -> Creating<'a> {
         Box::pin(async move {
+            let start = std::time::Instant::now();
             self.seen.push(body.clone());
             let output = self
                 .script
@@ -82,11 +83,13 @@ impl Model for ScriptedModel {
                           "output_tokens_details": {"reasoning_tokens": 0}},
             });
             let parsed = wire::parse_response(&resp)?;
+            // The script's own thinking (it decodes screenshots) is model
+            // time, not loop overhead.
             Ok((
                 parsed,
                 CallStats {
                     attempts: 1,
-                    duration: std::time::Duration::ZERO,
+                    duration: start.elapsed(),
                 },
             ))
         })
