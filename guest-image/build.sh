@@ -143,8 +143,11 @@ trap 'rm -rf "$WORK"' EXIT
 # --- (c) base image ---------------------------------------------------------
 build_offline_base() {
     local tag=$1 tarball="$WORK/base.tar" include mirrors
-    command -v mmdebstrap >/dev/null ||
-        die "no base image: $SLIM cannot be pulled and mmdebstrap is missing (apt-get install mmdebstrap, or set BASE)"
+    if ! command -v mmdebstrap >/dev/null; then
+        log "mmdebstrap is missing; installing it (scripts/install-deps.sh mmdebstrap)"
+        "$ROOT/scripts/install-deps.sh" mmdebstrap ||
+            die "no base image: $SLIM cannot be pulled and mmdebstrap could not be installed (apt-get install mmdebstrap, or set BASE)"
+    fi
     include="$(
         IFS=,
         printf '%s' "${PACKAGES[*]}"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the tests and benchmarks need, when missing.
 # Debian/Ubuntu only (apt-get); elsewhere it prints what to install.
+# With arguments (commands from the table below), only those.
 set -euo pipefail
 
 # command -> Debian package
@@ -16,12 +17,19 @@ declare -A need=(
   [mmdebstrap]=mmdebstrap
 )
 missing=()
-for cmd in "${!need[@]}"; do
-  command -v "$cmd" >/dev/null 2>&1 || missing+=("${need[$cmd]}")
-done
-# Fonts for the typing corpus (CJK) in xterm.
-[ -e /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || missing+=(fonts-noto-cjk)
-[ -e /usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf ] || missing+=(fonts-dejavu-core)
+if [ $# -gt 0 ]; then
+  for cmd in "$@"; do
+    [ -n "${need[$cmd]:-}" ] || { echo "deps: unknown command $cmd" >&2; exit 2; }
+    command -v "$cmd" >/dev/null 2>&1 || missing+=("${need[$cmd]}")
+  done
+else
+  for cmd in "${!need[@]}"; do
+    command -v "$cmd" >/dev/null 2>&1 || missing+=("${need[$cmd]}")
+  done
+  # Fonts for the typing corpus (CJK) in xterm.
+  [ -e /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || missing+=(fonts-noto-cjk)
+  [ -e /usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf ] || missing+=(fonts-dejavu-core)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "deps: all system packages present"

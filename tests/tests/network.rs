@@ -425,13 +425,7 @@ struct Ctx {
 }
 
 /// Cases that fail because of a product bug (reported; not fixed here).
-const IGNORED: &[(&str, &str)] = &[(
-    "ask_mode_refuses_ip_literals_in_disguise",
-    "bug: host-cli/src/egress/policy.rs Host::parse only refuses names made of digits and \
-     dots; hex forms such as `0xac160002` or `0xac.0x16.0x0.0x2` pass as names, the \
-     operator is asked about them in ask mode, and once approved the proxy's resolver \
-     (getaddrinfo, inet_aton) turns them into the IPv4 address they spell",
-)];
+const IGNORED: &[(&str, &str)] = &[];
 
 fn ignored_because(case: &str) -> Option<&'static str> {
     IGNORED.iter().find(|(n, _)| *n == case).map(|(_, r)| *r)

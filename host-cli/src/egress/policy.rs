@@ -75,10 +75,20 @@ impl Host {
         if name.is_empty() || name.len() > 253 || !name.split('.').all(label_ok) {
             bail!("`{s}` is not a valid host name (use the punycode form for international names)");
         }
-        // A name made of digits and dots only would be read as an IPv4
-        // address by some resolvers (`127.1`): refuse the ambiguity.
-        if name.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-            bail!("`{s}` looks like a partial IP address");
+        // Resolvers (inet_aton behind getaddrinfo) and browsers (the WHATWG
+        // URL "ends in a number" rule) read `127.1`, `0x7f000001` and
+        // `0x7f.0.0.1` as IPv4 addresses. A name whose last label is a
+        // number in any of those spellings is refused, so that no address
+        // can pass as a name the operator approves.
+        let last = name.rsplit('.').next().unwrap_or_default();
+        let hex = last
+            .strip_prefix("0x")
+            .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+        if hex || last.bytes().all(|b| b.is_ascii_digit()) {
+            bail!(
+                "`{s}` reads as an IP address in another spelling; \
+                 write IP literals as dotted decimal (IPv4) or in brackets (IPv6)"
+            );
         }
         Ok(Host::Name(name))
     }
@@ -429,6 +439,40 @@ mod tests {
         ] {
             assert!(bad.parse::<Origin>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn ipv4_in_other_spellings_is_not_a_name() {
+        // Each of these is an IPv4 address to inet_aton or to a browser.
+        for disguised in [
+            "127.1",
+            "2130706433",
+            "0x7f000001",
+            "0X7F000001",
+            "0x7f.0x0.0x0.0x1",
+            "0177.0.0.1",
+            "0x7f.1",
+            "017700000001",
+            "a.0x1",
+            "x.123",
+            "0x",
+            "127.0.0.1.",
+        ] {
+            assert!(Host::parse(disguised).is_err(), "{disguised}");
+        }
+        // Names that merely contain digits or hex letters stay names.
+        for name in ["0xdead.test", "123.example", "x0x1.test", "a1", "1a.0xg"] {
+            assert!(
+                matches!(Host::parse(name), Ok(Host::Name(_))),
+                "{name}: {:?}",
+                Host::parse(name)
+            );
+        }
+        // Dotted decimal is an IP literal, not a refusal.
+        assert_eq!(
+            Host::parse("172.24.0.2").unwrap(),
+            Host::Ip("172.24.0.2".parse().unwrap())
+        );
     }
 
     #[test]

@@ -172,15 +172,23 @@ impl Proxy {
             // Someone may have answered for this origin while we waited.
             verdict = self.policy.judge_origin(origin, &self.decided());
             if verdict == Verdict::Ask {
-                let answer = self.ask(origin).await;
+                let (answer, by_operator) = self.ask(origin).await;
                 let allow = answer == Answer::Approve;
-                self.decided
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push((origin.clone(), allow));
-                (self.journal)(
-                    json!({"kind": "egress_answer", "origin": origin.to_string(), "answer": answer}),
-                );
+                // Only the operator's own answers last for the session: a
+                // denial because nobody was attached (or nobody answered in
+                // time) must not stop a run that attaches later from asking.
+                if by_operator {
+                    self.decided
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((origin.clone(), allow));
+                }
+                (self.journal)(json!({
+                    "kind": "egress_answer",
+                    "origin": origin.to_string(),
+                    "answer": answer,
+                    "by_operator": by_operator,
+                }));
                 verdict = if allow {
                     Verdict::Allow
                 } else {
@@ -207,10 +215,12 @@ impl Proxy {
         }
     }
 
-    async fn ask(&self, origin: &Origin) -> Answer {
+    /// Asks the attached operator; the flag says whether the answer is
+    /// theirs (false: nobody attached, gone, or silent past the timeout).
+    async fn ask(&self, origin: &Origin) -> (Answer, bool) {
         let asker = self.asker.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let Some(asker) = asker else {
-            return Answer::Deny;
+            return (Answer::Deny, false);
         };
         let (tx, rx) = oneshot::channel();
         if asker
@@ -221,11 +231,11 @@ impl Proxy {
             .await
             .is_err()
         {
-            return Answer::Deny;
+            return (Answer::Deny, false);
         }
         match tokio::time::timeout(ASK_TIMEOUT, rx).await {
-            Ok(Ok(a)) => a,
-            _ => Answer::Deny,
+            Ok(Ok(a)) => (a, true),
+            _ => (Answer::Deny, false),
         }
     }
 
@@ -548,6 +558,53 @@ pub fn client_hello_sni(b: &[u8]) -> Sni {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::egress::policy::NetworkMode;
+
+    #[tokio::test]
+    async fn only_the_operators_answers_last_for_the_session() {
+        let origin: Origin = "https://news.test".parse().unwrap();
+        let ip: IpAddr = "93.184.216.34".parse().unwrap();
+        let journal: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let j = Arc::clone(&journal);
+        let proxy = Proxy::new(
+            Policy {
+                mode: NetworkMode::Ask { origins: vec![] },
+                allow_private: vec![],
+            },
+            Resolver {
+                fixed: HashMap::from([("news.test".to_string(), vec![ip])]),
+            },
+            Arc::new(move |v| j.lock().unwrap().push(v)),
+        );
+        // Nobody attached: denied, and not remembered.
+        assert!(proxy.decide(&origin, "connect").await.is_err());
+        assert!(proxy.decided().is_empty());
+        // An operator attaches and approves: asked now, and remembered.
+        let (tx, mut rx) = mpsc::channel::<Question>(1);
+        proxy.set_asker(Some(tx));
+        let operator = tokio::spawn(async move {
+            let q = rx.recv().await.unwrap();
+            let asked = q.origin.clone();
+            q.reply.send(Answer::Approve).unwrap();
+            asked
+        });
+        assert_eq!(proxy.decide(&origin, "connect").await.unwrap(), vec![ip]);
+        assert_eq!(operator.await.unwrap(), origin);
+        assert_eq!(proxy.decided(), vec![(origin.clone(), true)]);
+        // Remembered: the operator is gone and the origin still passes.
+        proxy.set_asker(None);
+        assert!(proxy.decide(&origin, "connect").await.is_ok());
+        let answers: Vec<Value> = journal
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == "egress_answer")
+            .cloned()
+            .collect();
+        assert_eq!(answers.len(), 2, "{answers:?}");
+        assert_eq!(answers[0]["by_operator"], false);
+        assert_eq!(answers[1]["by_operator"], true);
+    }
 
     /// A minimal ClientHello with an optional server name.
     fn hello(sni: Option<&str>) -> Vec<u8> {

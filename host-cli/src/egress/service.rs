@@ -2,7 +2,8 @@
 //!
 //! 1. `guest start --network allow:...|ask...` writes the session's
 //!    [`EgressConfig`] to `egress.json` and starts `host-cli egress-proxy`
-//!    detached, in its own process group, before the guest.
+//!    detached, in its own process group, once the guest runs (the guest's
+//!    relay connects per connection, so it needs nothing earlier).
 //! 2. The proxy listens on `guest/egress.sock` (the guest's relay connects
 //!    there; the folder is the guest's `/run/sandtop`) and on
 //!    `egress-control.sock` (0600, the host user only).
@@ -160,6 +161,42 @@ fn bind(path: &Path, mode: u32) -> anyhow::Result<tokio::net::UnixListener> {
     Ok(l)
 }
 
+/// Binds the guest's socket without ever following a path the guest can
+/// write: the guest's folder is its `/run/sandtop`, where it may plant a
+/// symlink, and a chmod or chown by a root proxy through one would hand a
+/// host file to the guest. The socket is bound, chmod-ed and chown-ed in
+/// `private` (the session folder, 0700, the host user's), then renamed
+/// into place; rename(2) replaces whatever is at the target, link or not,
+/// and follows nothing.
+fn bind_for_guest(
+    target: &Path,
+    private: &Path,
+    owner: Option<(u32, u32)>,
+) -> anyhow::Result<tokio::net::UnixListener> {
+    let l = bind(private, 0o660)?;
+    if let Some((u, g)) = owner {
+        rustix::fs::chown(
+            private,
+            Some(rustix::fs::Uid::from_raw(u)),
+            Some(rustix::fs::Gid::from_raw(g)),
+        )
+        .context("chown of the guest socket")?;
+    }
+    std::fs::rename(private, target).with_context(|| {
+        format!(
+            "moving the guest socket to {} (rename: {})",
+            target.display(),
+            private.display()
+        )
+    })?;
+    Ok(l)
+}
+
+fn parse_owner(s: &str) -> anyhow::Result<(u32, u32)> {
+    let (u, g) = s.split_once(':').context("--socket-owner is uid:gid")?;
+    Ok((u.parse()?, g.parse()?))
+}
+
 type Clients = Arc<Mutex<Option<mpsc::UnboundedSender<Value>>>>;
 
 /// The body of `host-cli egress-proxy`.
@@ -203,16 +240,11 @@ pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         resolver,
         journal,
     ));
-    let guest = bind(&a.socket, 0o660)?;
-    if let Some(owner) = &a.socket_owner {
-        let (u, g) = owner.split_once(':').context("--socket-owner is uid:gid")?;
-        rustix::fs::chown(
-            &a.socket,
-            Some(rustix::fs::Uid::from_raw(u.parse()?)),
-            Some(rustix::fs::Gid::from_raw(g.parse()?)),
-        )
-        .context("chown of the guest socket")?;
-    }
+    let owner = a.socket_owner.as_deref().map(parse_owner).transpose()?;
+    // The private twin sits next to the control socket, in the session
+    // folder the guest never sees.
+    let private = a.control.with_file_name("egress-guest.sock.new");
+    let guest = bind_for_guest(&a.socket, &private, owner)?;
     let control = bind(&a.control, 0o600)?;
     tracing::info!(mode = ?cfg.mode, "egress proxy is serving");
     // A session removed without stopping us (guest gc after a crash): go.
@@ -393,5 +425,40 @@ impl NetworkArgs {
             allow_private: self.allow_private.clone(),
             resolve,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_planted_symlink_does_not_redirect_the_guest_socket() {
+        let tmp = tempfile::tempdir().unwrap();
+        let victim = tmp.path().join("victim");
+        std::fs::write(&victim, "host file").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let guest = tmp.path().join("guest");
+        std::fs::create_dir(&guest).unwrap();
+        let target = guest.join("egress.sock");
+        std::os::unix::fs::symlink(&victim, &target).unwrap();
+        let me = (
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+        );
+        let _l = bind_for_guest(&target, &tmp.path().join("private.sock"), Some(me)).unwrap();
+        use std::os::unix::fs::FileTypeExt as _;
+        let m = std::fs::symlink_metadata(&target).unwrap();
+        assert!(m.file_type().is_socket(), "{:?}", m.file_type());
+        assert_eq!(m.permissions().mode() & 0o777, 0o660);
+        let v = std::fs::metadata(&victim).unwrap();
+        assert_eq!(
+            v.permissions().mode() & 0o777,
+            0o600,
+            "the victim was chmod-ed"
+        );
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "host file");
+        assert!(!tmp.path().join("private.sock").exists());
+        tokio::net::UnixStream::connect(&target).await.unwrap();
     }
 }
