@@ -91,6 +91,8 @@ pub struct Report {
     pub rss_idle_kib: u64,
     pub rss_after_warmup_kib: u64,
     pub rss_after_shots_kib: u64,
+    /// Of `rss_after_shots_kib`, shared memory (the MIT-SHM segment).
+    pub rss_after_shots_shmem_kib: u64,
     pub memory_shots: usize,
     pub screenshot_png_bytes: usize,
     /// Medians of the daemon's own phase timings for the screenshot row.
@@ -128,11 +130,21 @@ fn have(program: &str) -> bool {
 }
 
 fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// The resident part that is shared memory: the MIT-SHM capture segment,
+/// which the X server maps too.
+fn rss_shmem_kib(pid: u32) -> u64 {
+    status_kib(pid, "RssShmem:")
+}
+
+fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse().ok())
         })
@@ -557,6 +569,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         screenshot_timings(api_screenshot(&mut client, &body).await?)?;
     }
     let rss_after = rss_kib(pid);
+    let rss_after_shmem = rss_shmem_kib(pid);
 
     let report = Report {
         display: display.clone(),
@@ -571,6 +584,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         rss_idle_kib: rss_idle,
         rss_after_warmup_kib: rss_warm,
         rss_after_shots_kib: rss_after,
+        rss_after_shots_shmem_kib: rss_after_shmem,
         memory_shots: args.memory_shots,
         screenshot_png_bytes: png_bytes,
         screenshot_server_side: server_side,
@@ -643,6 +657,11 @@ fn print_table(r: &Report) {
         r.memory_shots,
         r.rss_after_shots_kib as f64 / 1024.0,
         (r.rss_after_shots_kib as f64 - r.rss_after_warmup_kib as f64) / 1024.0
+    );
+    println!(
+        "  after the screenshots: {:.1} MB private, {:.1} MB the MIT-SHM capture segment (shared with the X server)",
+        (r.rss_after_shots_kib - r.rss_after_shots_shmem_kib) as f64 / 1024.0,
+        r.rss_after_shots_shmem_kib as f64 / 1024.0,
     );
     let s = &r.screenshot_server_side;
     println!(
