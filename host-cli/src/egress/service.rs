@@ -163,32 +163,34 @@ fn bind(path: &Path, mode: u32) -> anyhow::Result<tokio::net::UnixListener> {
 
 /// Binds the guest's socket without ever following a path the guest can
 /// write: the guest's folder is its `/run/sandtop`, where it may plant a
-/// symlink, and a chmod or chown by a root proxy through one would hand a
-/// host file to the guest. The socket is bound, chmod-ed and chown-ed in
-/// `private` (the session folder, 0700, the host user's), then renamed
-/// into place; rename(2) replaces whatever is at the target, link or not,
-/// and follows nothing.
+/// symlink at any moment, and a chmod or chown by a root proxy through one
+/// would hand a host file to the guest. So there is no chmod: the mode
+/// comes from the umask at bind(2) time (bind never follows a link; it
+/// fails if anything is in the way); and the chown does not follow links
+/// (a link swapped in after the bind gets the new owner itself, which is
+/// harmless). Binding elsewhere and renaming into place would also be
+/// safe, but the socket would keep its first name in /proc/net/unix.
 fn bind_for_guest(
     target: &Path,
-    private: &Path,
     owner: Option<(u32, u32)>,
 ) -> anyhow::Result<tokio::net::UnixListener> {
-    let l = bind(private, 0o660)?;
+    let _ = std::fs::remove_file(target);
+    // 0660; the proxy creates no other file while this umask is set (the
+    // journal is open already, the control socket comes after).
+    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o117));
+    let bound = tokio::net::UnixListener::bind(target);
+    rustix::process::umask(old);
+    let l = bound.with_context(|| format!("binding {}", target.display()))?;
     if let Some((u, g)) = owner {
-        rustix::fs::chown(
-            private,
+        rustix::fs::chownat(
+            rustix::fs::CWD,
+            target,
             Some(rustix::fs::Uid::from_raw(u)),
             Some(rustix::fs::Gid::from_raw(g)),
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
         )
         .context("chown of the guest socket")?;
     }
-    std::fs::rename(private, target).with_context(|| {
-        format!(
-            "moving the guest socket to {} (rename: {})",
-            target.display(),
-            private.display()
-        )
-    })?;
     Ok(l)
 }
 
@@ -241,10 +243,7 @@ pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         journal,
     ));
     let owner = a.socket_owner.as_deref().map(parse_owner).transpose()?;
-    // The private twin sits next to the control socket, in the session
-    // folder the guest never sees.
-    let private = a.control.with_file_name("egress-guest.sock.new");
-    let guest = bind_for_guest(&a.socket, &private, owner)?;
+    let guest = bind_for_guest(&a.socket, owner)?;
     let control = bind(&a.control, 0o600)?;
     tracing::info!(mode = ?cfg.mode, "egress proxy is serving");
     // A session removed without stopping us (guest gc after a crash): go.
@@ -446,7 +445,7 @@ mod tests {
             rustix::process::geteuid().as_raw(),
             rustix::process::getegid().as_raw(),
         );
-        let _l = bind_for_guest(&target, &tmp.path().join("private.sock"), Some(me)).unwrap();
+        let _l = bind_for_guest(&target, Some(me)).unwrap();
         use std::os::unix::fs::FileTypeExt as _;
         let m = std::fs::symlink_metadata(&target).unwrap();
         assert!(m.file_type().is_socket(), "{:?}", m.file_type());
@@ -458,7 +457,6 @@ mod tests {
             "the victim was chmod-ed"
         );
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "host file");
-        assert!(!tmp.path().join("private.sock").exists());
         tokio::net::UnixStream::connect(&target).await.unwrap();
     }
 }
