@@ -27,10 +27,12 @@ pub struct Cli {
 pub enum Command {
     /// Run a task with the computer-use model on a guest. Without
     /// OPENAI_API_KEY it runs the offline exercise instead.
+    #[command(after_help = EXIT_STATUS)]
     Run(crate::agent::cmd::RunArgs),
     /// The offline exercise: the scripted model drives a real guest through
     /// the loop (approvals included) and the result is checked against the
     /// apps' own records.
+    #[command(after_help = EXIT_STATUS)]
     Exercise(crate::agent::cmd::ExerciseArgs),
     /// Start, list, stop and clean up guests.
     #[command(subcommand)]
@@ -202,6 +204,11 @@ pub struct ActArgs {
     /// or an array of actions, Responses API shapes.
     pub actions: String,
 }
+
+const EXIT_STATUS: &str = "Exit status: 0 the run finished (the exercise: and both checks \
+passed); 1 an error, or an exercise check failed; 3 a safety check or an action was denied \
+or refused; 4 the step or time budget ran out; 130 interrupted (Ctrl-C, or `cancel` to an \
+origin question).";
 
 /// Runs the command line; returns the exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {

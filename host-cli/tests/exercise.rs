@@ -130,7 +130,8 @@ fn without_a_terminal_the_safety_check_is_denied_and_nothing_runs() {
     // no --approve-scripted-checks: the check must be denied.
     let out = host_cli(state.path()).arg("run").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(!out.status.success(), "{stdout}");
+    // 3: denied, as `host-cli run` with a model says it.
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
     assert!(stdout.contains("\"ending\": \"denied\""), "{stdout}");
     let runs = state.path().join("runs");
     let run = std::fs::read_dir(&runs)
@@ -188,7 +189,8 @@ fn ctrl_c_stops_the_run_and_removes_the_guest_it_booted() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    assert!(!status.success());
+    // 130: interrupted (128 + SIGINT, as shells report it).
+    assert_eq!(status.code(), Some(130), "{status:?}");
     assert!(
         containers_of(state.path()).is_empty(),
         "Ctrl-C left the guest behind"

@@ -532,12 +532,12 @@ pub async fn exercise(a: ExerciseArgs) -> anyhow::Result<ExitCode> {
     if let Some(b) = booted {
         b.remove().await;
     }
-    let (code, ok) = result?;
+    let code = result?;
     eprintln!(
         "host-cli: exercise took {:.1} s",
         t0.elapsed().as_secs_f64()
     );
-    Ok(if ok { code } else { ExitCode::FAILURE })
+    Ok(code)
 }
 
 async fn exercise_on(
@@ -545,7 +545,7 @@ async fn exercise_on(
     dir: &SessionDir,
     rec: &SessionRecord,
     a: &ExerciseArgs,
-) -> anyhow::Result<(ExitCode, bool)> {
+) -> anyhow::Result<ExitCode> {
     if rec.backend != BackendKind::Docker {
         bail!(
             "the exercise needs a Docker guest (its browser, editor and demo app live in the image)"
@@ -595,7 +595,9 @@ async fn exercise_on(
     .await?;
     print_outcome(&outcome, &run);
     if !outcome.ending.success() {
-        return Ok((exit_for(outcome.ending), false));
+        // The run's own exit code: 3 when a check was denied, 130 on
+        // Ctrl-C, 4 for a budget, as `host-cli run` with a model.
+        return Ok(exit_for(outcome.ending));
     }
     // Check the real records inside the guest.
     let docker = DockerBackend::connect().await?;
@@ -630,13 +632,9 @@ async fn exercise_on(
     }
     recorder.log("exercise_checks", json!({"checks": checks}))?;
     recorder.sync()?;
-    let ok = checks.iter().all(|c| c.ok);
-    Ok((
-        if ok {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        },
-        ok,
-    ))
+    Ok(if checks.iter().all(|c| c.ok) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
