@@ -163,24 +163,21 @@ fn bind(path: &Path, mode: u32) -> anyhow::Result<tokio::net::UnixListener> {
 
 /// Binds the guest's socket without ever following a path the guest can
 /// write: the guest's folder is its `/run/sandtop`, where it may plant a
-/// symlink at any moment, and a chmod or chown by a root proxy through one
+/// symlink at any moment, and a chmod or chown by the proxy through one
 /// would hand a host file to the guest. So there is no chmod: the mode
-/// comes from the umask at bind(2) time (bind never follows a link; it
-/// fails if anything is in the way); and the chown does not follow links
-/// (a link swapped in after the bind gets the new owner itself, which is
-/// harmless). Binding elsewhere and renaming into place would also be
-/// safe, but the socket would keep its first name in /proc/net/unix.
+/// comes from the umask [`serve`] sets before anything else (bind(2) never
+/// follows a link; it fails if anything is in the way), and the chown does
+/// not follow links (a link swapped in after the bind gets the new owner
+/// itself, which is harmless). Binding elsewhere and renaming into place
+/// would also be safe, but the socket would keep its first name in
+/// /proc/net/unix.
 fn bind_for_guest(
     target: &Path,
     owner: Option<(u32, u32)>,
 ) -> anyhow::Result<tokio::net::UnixListener> {
     let _ = std::fs::remove_file(target);
-    // 0660; the proxy creates no other file while this umask is set (the
-    // journal is open already, the control socket comes after).
-    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o117));
-    let bound = tokio::net::UnixListener::bind(target);
-    rustix::process::umask(old);
-    let l = bound.with_context(|| format!("binding {}", target.display()))?;
+    let l = tokio::net::UnixListener::bind(target)
+        .with_context(|| format!("binding {}", target.display()))?;
     if let Some((u, g)) = owner {
         rustix::fs::chownat(
             rustix::fs::CWD,
@@ -194,6 +191,17 @@ fn bind_for_guest(
     Ok(l)
 }
 
+/// The proxy's umask, which gives the guest's socket its mode: 0600 when
+/// the socket will belong to the guest's uid (we chown it, or we are that
+/// uid); else 0666, as the guest's folder is then open to "others" too
+/// (the 0700 session folder above it keeps other host users out; see
+/// `prepare_guest_dir`).
+fn umask_for(owner: Option<(u32, u32)>) -> u32 {
+    let guest_is_owner =
+        owner.is_some() || rustix::process::geteuid().as_raw() == crate::guest::docker::GUEST_UID;
+    if guest_is_owner { 0o177 } else { 0o111 }
+}
+
 fn parse_owner(s: &str) -> anyhow::Result<(u32, u32)> {
     let (u, g) = s.split_once(':').context("--socket-owner is uid:gid")?;
     Ok((u.parse()?, g.parse()?))
@@ -203,6 +211,9 @@ type Clients = Arc<Mutex<Option<mpsc::UnboundedSender<Value>>>>;
 
 /// The body of `host-cli egress-proxy`.
 pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    let owner = a.socket_owner.as_deref().map(parse_owner).transpose()?;
+    // First, before any file exists: see `bind_for_guest`.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(umask_for(owner)));
     let cfg: EgressConfig = serde_json::from_slice(&std::fs::read(&a.config)?)
         .with_context(|| format!("reading {}", a.config.display()))?;
     let mut journal_file = std::fs::OpenOptions::new()
@@ -242,7 +253,6 @@ pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         resolver,
         journal,
     ));
-    let owner = a.socket_owner.as_deref().map(parse_owner).transpose()?;
     let guest = bind_for_guest(&a.socket, owner)?;
     let control = bind(&a.control, 0o600)?;
     tracing::info!(mode = ?cfg.mode, "egress proxy is serving");
@@ -447,9 +457,10 @@ mod tests {
         );
         let _l = bind_for_guest(&target, Some(me)).unwrap();
         use std::os::unix::fs::FileTypeExt as _;
+        use std::os::unix::fs::MetadataExt as _;
         let m = std::fs::symlink_metadata(&target).unwrap();
         assert!(m.file_type().is_socket(), "{:?}", m.file_type());
-        assert_eq!(m.permissions().mode() & 0o777, 0o660);
+        assert_eq!((m.uid(), m.gid()), me);
         let v = std::fs::metadata(&victim).unwrap();
         assert_eq!(
             v.permissions().mode() & 0o777,
