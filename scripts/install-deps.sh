@@ -29,6 +29,9 @@ else
   # Fonts for the typing corpus (CJK) in xterm.
   [ -e /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || missing+=(fonts-noto-cjk)
   [ -e /usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf ] || missing+=(fonts-dejavu-core)
+  # A GTK 3 entry for the x11 tier's ordering tests (daemon/tests/fixtures/gtk_entry.py).
+  /usr/bin/python3 -c "import gi; gi.require_version('Gtk', '3.0'); from gi.repository import Gtk" \
+    >/dev/null 2>&1 || missing+=(python3-gi gir1.2-gtk-3.0)
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then

@@ -820,3 +820,6 @@ async fn sigterm_drains_the_request_in_flight_and_exits_zero() {
     assert!(code.success(), "{code}");
     assert!(!socket.exists(), "the socket was left behind");
 }
+
+#[path = "x11/order.rs"]
+mod order;

@@ -39,6 +39,10 @@ pub enum ErrorCode {
     Cancelled,
     /// The X display is not reachable.
     DisplayUnavailable,
+    /// Input could not be delivered in order: another client kept the
+    /// pointer or keyboard frozen (a synchronous grab) past the deadline,
+    /// so the next event was not sent (it would have been misplaced).
+    InputBlocked,
     /// The daemon is shutting down.
     ShuttingDown,
     /// The peer speaks another major protocol version.
@@ -67,6 +71,7 @@ impl ErrorCode {
             ErrorCode::Timeout => 504,
             ErrorCode::Cancelled => 499,
             ErrorCode::DisplayUnavailable => 503,
+            ErrorCode::InputBlocked => 409,
             ErrorCode::ShuttingDown => 503,
             ErrorCode::VersionMismatch => 400,
             ErrorCode::Internal => 500,
@@ -74,7 +79,7 @@ impl ErrorCode {
     }
 
     /// Every code, for table tests.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidAction,
         ErrorCode::OutOfBounds,
@@ -92,6 +97,7 @@ impl ErrorCode {
         ErrorCode::Timeout,
         ErrorCode::Cancelled,
         ErrorCode::DisplayUnavailable,
+        ErrorCode::InputBlocked,
         ErrorCode::ShuttingDown,
         ErrorCode::VersionMismatch,
         ErrorCode::Internal,
@@ -117,6 +123,7 @@ impl ErrorCode {
             ErrorCode::Timeout => "timeout",
             ErrorCode::Cancelled => "cancelled",
             ErrorCode::DisplayUnavailable => "display_unavailable",
+            ErrorCode::InputBlocked => "input_blocked",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::VersionMismatch => "version_mismatch",
             ErrorCode::Internal => "internal",

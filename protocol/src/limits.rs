@@ -38,3 +38,9 @@ pub const SETTLE_CAP_MS: u64 = 1_000;
 pub const WAIT_QUIET_MS: u64 = 300;
 /// ... capped at this.
 pub const WAIT_CAP_MS: u64 = 3_000;
+/// Longest wait for input to be delivered before the next event is sent:
+/// a window manager's click-to-focus grab freezes the pointer from a press
+/// until it replays the click (well under a millisecond when idle); a
+/// device still frozen after this long fails the action with
+/// `input_blocked` instead of letting later events overtake it.
+pub const INPUT_DELIVERY_MS: u64 = 2_000;

@@ -2,7 +2,8 @@
 //!
 //! What it is: loaders for the OpenAPI descriptions we validate against
 //! (OpenAI's, vendored in `reference/`, and the daemon's own
-//! `daemon/openapi.yaml`), real X servers for the x11 tier ([`xvfb`]), a
+//! `daemon/openapi.yaml`), real X servers for the x11 tier ([`xvfb`]) and a window manager on them
+//! ([`wm`]), a
 //! test X client that records every input event it receives
 //! ([`recorder`]), and the skip policy ([`skip`]).
 //! What it is not: a place for production code; nothing here ships.
@@ -11,4 +12,5 @@ pub mod mock_responses;
 pub mod openapi;
 pub mod recorder;
 pub mod skip;
+pub mod wm;
 pub mod xvfb;

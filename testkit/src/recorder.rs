@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use x11rb::connection::Connection as _;
 use x11rb::protocol::Event;
 use x11rb::protocol::xproto::{
-    ClientMessageEvent, ConnectionExt as _, CreateGCAux, CreateWindowAux, EventMask, ImageFormat,
-    InputFocus, KeyButMask, Mapping, WindowClass,
+    AtomEnum, ClientMessageEvent, ConnectionExt as _, CreateGCAux, CreateWindowAux, EventMask,
+    ImageFormat, InputFocus, KeyButMask, Mapping, PropMode, WindowClass,
 };
 use x11rb::rust_connection::RustConnection;
 use x11rb::wrapper::ConnectionExt as _;
@@ -60,9 +60,27 @@ pub struct Recorder {
     events: Arc<Mutex<Vec<Rec>>>,
     conn: RustConnection,
     pub window: u32,
+    /// The window's top left corner on the screen (root coordinates).
+    pub origin: (i16, i16),
     width: u16,
     height: u16,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Where the recorder's window lives.
+#[derive(Debug, Clone)]
+enum Mode {
+    /// Override-redirect over the whole screen, focused: no window manager
+    /// ever sees it.
+    Overlay,
+    /// A normal top-level window a window manager manages (frames, focus,
+    /// click-to-focus grabs), titled `title`, asking for this geometry;
+    /// it does not take the focus itself.
+    Managed {
+        title: String,
+        at: (i16, i16),
+        size: (u16, u16),
+    },
 }
 
 struct Keymap {
@@ -112,23 +130,61 @@ impl Recorder {
     /// Starts recording on `display`; returns once the window is mapped
     /// and focused.
     pub fn start(display: &str) -> Recorder {
+        Recorder::spawn(display, Mode::Overlay)
+    }
+
+    /// Starts recording in a normal window that a window manager manages
+    /// (see [`crate::wm`]); returns once it is mapped. It does not take
+    /// the focus: a test that wants it unfocused maps another window after
+    /// it. `origin` tells where the manager placed it.
+    pub fn start_managed(display: &str, title: &str, at: (i16, i16), size: (u16, u16)) -> Recorder {
+        let mode = Mode::Managed {
+            title: title.to_string(),
+            at,
+            size,
+        };
+        Recorder::spawn(display, mode)
+    }
+
+    fn spawn(display: &str, mode: Mode) -> Recorder {
         let events = Arc::new(Mutex::new(Vec::new()));
         let (ready_tx, ready_rx) = mpsc::channel();
         let ev = Arc::clone(&events);
         let d = display.to_string();
-        let thread = std::thread::spawn(move || record(&d, &ev, &ready_tx));
+        let thread = std::thread::spawn(move || record(&d, &mode, &ev, &ready_tx));
         let (window, width, height) = ready_rx
             .recv_timeout(Duration::from_secs(10))
             .expect("the recorder did not start");
-        let (conn, _) = RustConnection::connect(Some(display)).expect("second connection");
+        let (conn, screen_num) = RustConnection::connect(Some(display)).expect("second connection");
+        let root = conn.setup().roots[screen_num].root;
+        let t = conn
+            .translate_coordinates(window, root, 0, 0)
+            .expect("TranslateCoordinates")
+            .reply()
+            .expect("TranslateCoordinates reply");
         Recorder {
             events,
             conn,
             window,
+            origin: (t.dst_x, t.dst_y),
             width,
             height,
             thread: Some(thread),
         }
+    }
+
+    /// The window's size.
+    pub fn size(&self) -> (u16, u16) {
+        (self.width, self.height)
+    }
+
+    /// Whether the window has the input focus now.
+    pub fn has_focus(&self) -> bool {
+        self.conn
+            .get_input_focus()
+            .ok()
+            .and_then(|c| c.reply().ok())
+            .is_some_and(|r| r.focus == self.window)
     }
 
     /// A copy of everything recorded so far.
@@ -286,38 +342,100 @@ impl Drop for Recorder {
     }
 }
 
-fn record(display: &str, events: &Mutex<Vec<Rec>>, ready: &mpsc::Sender<(u32, u16, u16)>) {
+fn record(
+    display: &str,
+    mode: &Mode,
+    events: &Mutex<Vec<Rec>>,
+    ready: &mpsc::Sender<(u32, u16, u16)>,
+) {
     let (conn, screen_num) = RustConnection::connect(Some(display)).expect("recorder connection");
     let screen = &conn.setup().roots[screen_num];
-    let (root, w, h) = (screen.root, screen.width_in_pixels, screen.height_in_pixels);
+    let root = screen.root;
     let win = conn.generate_id().expect("window id");
     let mask = EventMask::KEY_PRESS
         | EventMask::KEY_RELEASE
         | EventMask::BUTTON_PRESS
         | EventMask::BUTTON_RELEASE
-        | EventMask::POINTER_MOTION;
+        | EventMask::POINTER_MOTION
+        | EventMask::STRUCTURE_NOTIFY;
+    let (at, (w, h), override_redirect) = match mode {
+        Mode::Overlay => ((0, 0), (screen.width_in_pixels, screen.height_in_pixels), 1),
+        Mode::Managed { at, size, .. } => (*at, *size, 0),
+    };
     conn.create_window(
         24,
         win,
         root,
-        0,
-        0,
+        at.0,
+        at.1,
         w,
         h,
         0,
         WindowClass::INPUT_OUTPUT,
         0,
         &CreateWindowAux::new()
-            .override_redirect(1)
-            .background_pixel(0)
+            .override_redirect(override_redirect)
+            .background_pixel(0x0030_5070)
             .event_mask(mask),
     )
     .expect("create window");
+    if let Mode::Managed { title, .. } = mode {
+        conn.change_property8(
+            PropMode::REPLACE,
+            win,
+            AtomEnum::WM_NAME,
+            AtomEnum::STRING,
+            title.as_bytes(),
+        )
+        .expect("WM_NAME");
+        // WM_NORMAL_HINTS with USPosition | USSize (flags 1 | 2) and the
+        // position and size asked for, so the manager places it there.
+        let hints = [3u32, at.0 as u32, at.1 as u32, u32::from(w), u32::from(h)]
+            .into_iter()
+            .chain(std::iter::repeat_n(0, 13))
+            .collect::<Vec<u32>>();
+        conn.change_property32(
+            PropMode::REPLACE,
+            win,
+            AtomEnum::WM_NORMAL_HINTS,
+            AtomEnum::WM_SIZE_HINTS,
+            &hints,
+        )
+        .expect("WM_NORMAL_HINTS");
+    }
     conn.map_window(win).expect("map");
     conn.sync().expect("sync");
-    conn.set_input_focus(InputFocus::POINTER_ROOT, win, x11rb::CURRENT_TIME)
-        .expect("focus");
-    conn.sync().expect("sync");
+    match mode {
+        Mode::Overlay => {
+            conn.set_input_focus(InputFocus::POINTER_ROOT, win, x11rb::CURRENT_TIME)
+                .expect("focus");
+            conn.sync().expect("sync");
+        }
+        Mode::Managed { .. } => {
+            // Mapped once the manager has framed and mapped it. A manager
+            // still starting up can drop the map request (openbox does,
+            // while it adopts the existing windows): ask again.
+            let end = Instant::now() + Duration::from_secs(10);
+            let mut asked = Instant::now();
+            'mapped: loop {
+                while let Some(ev) = conn.poll_for_event().expect("recorder: X connection") {
+                    if matches!(ev, Event::MapNotify(m) if m.window == win) {
+                        break 'mapped;
+                    }
+                }
+                assert!(
+                    Instant::now() < end,
+                    "recorder: the window manager never mapped the window"
+                );
+                if asked.elapsed() > Duration::from_millis(500) {
+                    conn.map_window(win).expect("map");
+                    conn.flush().expect("flush");
+                    asked = Instant::now();
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
     let mut keymap = Keymap::fetch(&conn);
     let _ = ready.send((win, w, h));
     loop {

@@ -188,13 +188,35 @@ pub fn plan(req: &BatchRequest, screen: Size) -> Result<(Vec<Step>, ScaleMap), E
     Ok((steps, map))
 }
 
-/// Tracks what is held down so it can always be released.
+/// Which device an event went to, for the delivery rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Device {
+    Pointer,
+    Keyboard,
+}
+
+/// Tracks what is held down so it can always be released, and when to
+/// wait for delivery.
+///
+/// The ordering rule (docs/contract.md rule 2a): a later event is never
+/// sent while an earlier one may still sit in a frozen queue of the X
+/// server (a window manager's click-to-focus grab freezes the pointer from
+/// a button press until it replays the click). [`Driver::deliver`] waits
+/// until the server has processed everything sent so far, and is called:
+/// after every button press and release; after the first motion that
+/// follows a press (a drag's path); whenever the next event goes to the
+/// other device (pointer after keyboard, keyboard after pointer); and once
+/// at the end of a batch. A round trip each, when nothing is grabbed.
 #[derive(Debug, Default)]
 pub struct Input {
     keys: Vec<Keysym>,
     buttons: Vec<u8>,
     /// Whether the current step has injected anything yet.
     emitted: bool,
+    /// The device of the last event sent since the last delivery.
+    last: Option<Device>,
+    /// A button was pressed since the last delivery.
+    pressed: bool,
 }
 
 impl Input {
@@ -203,14 +225,47 @@ impl Input {
         self.keys.is_empty() && self.buttons.is_empty()
     }
 
-    fn key_down(&mut self, d: &mut dyn Driver, k: Keysym) -> Result<(), DriverError> {
+    /// Waits until every event sent so far was delivered.
+    pub fn deliver(&mut self, d: &mut dyn Driver, cancel: &Cancel) -> Result<(), DriverError> {
+        if self.last.is_none() {
+            return Ok(());
+        }
+        d.deliver(Duration::from_millis(limits::INPUT_DELIVERY_MS), cancel)?;
+        self.last = None;
+        self.pressed = false;
+        Ok(())
+    }
+
+    /// Before an event to `dev`: the other device's events must have been
+    /// delivered first.
+    fn to(&mut self, d: &mut dyn Driver, dev: Device, cancel: &Cancel) -> Result<(), DriverError> {
+        if self.last.is_some_and(|l| l != dev) {
+            self.deliver(d, cancel)?;
+        }
+        self.last = Some(dev);
         self.emitted = true;
+        Ok(())
+    }
+
+    fn key_down(
+        &mut self,
+        d: &mut dyn Driver,
+        k: Keysym,
+        cancel: &Cancel,
+    ) -> Result<(), DriverError> {
+        self.to(d, Device::Keyboard, cancel)?;
         d.key(k, true)?;
         self.keys.push(k);
         Ok(())
     }
 
-    fn key_up(&mut self, d: &mut dyn Driver, k: Keysym) -> Result<(), DriverError> {
+    fn key_up(
+        &mut self,
+        d: &mut dyn Driver,
+        k: Keysym,
+        cancel: &Cancel,
+    ) -> Result<(), DriverError> {
+        self.to(d, Device::Keyboard, cancel)?;
         d.key(k, false)?;
         if let Some(i) = self.keys.iter().rposition(|&h| h == k) {
             self.keys.remove(i);
@@ -218,43 +273,96 @@ impl Input {
         Ok(())
     }
 
-    fn button_down(&mut self, d: &mut dyn Driver, b: u8) -> Result<(), DriverError> {
-        self.emitted = true;
+    /// A key pressed and released (typing: nothing stays held).
+    fn key_tap(
+        &mut self,
+        d: &mut dyn Driver,
+        k: Keysym,
+        cancel: &Cancel,
+    ) -> Result<(), DriverError> {
+        self.to(d, Device::Keyboard, cancel)?;
+        d.key(k, true)?;
+        d.key(k, false)
+    }
+
+    fn char(&mut self, d: &mut dyn Driver, c: char, cancel: &Cancel) -> Result<(), DriverError> {
+        self.to(d, Device::Keyboard, cancel)?;
+        d.type_char(c)
+    }
+
+    fn button_down(
+        &mut self,
+        d: &mut dyn Driver,
+        b: u8,
+        cancel: &Cancel,
+    ) -> Result<(), DriverError> {
+        self.to(d, Device::Pointer, cancel)?;
         d.button(b, true)?;
         self.buttons.push(b);
+        self.pressed = true;
+        // A press queued behind a device frozen before it (another
+        // client's grab) shows as a button still up.
+        self.deliver(d, cancel)?;
+        self.pressed = true;
         Ok(())
     }
 
-    fn button_up(&mut self, d: &mut dyn Driver, b: u8) -> Result<(), DriverError> {
+    fn button_up(&mut self, d: &mut dyn Driver, b: u8, cancel: &Cancel) -> Result<(), DriverError> {
+        self.to(d, Device::Pointer, cancel)?;
         d.button(b, false)?;
         if let Some(i) = self.buttons.iter().rposition(|&h| h == b) {
             self.buttons.remove(i);
         }
+        self.deliver(d, cancel)
+    }
+
+    fn click(&mut self, d: &mut dyn Driver, b: u8, cancel: &Cancel) -> Result<(), DriverError> {
+        self.button_down(d, b, cancel)?;
+        self.button_up(d, b, cancel)
+    }
+
+    fn motion(
+        &mut self,
+        d: &mut dyn Driver,
+        (x, y): (u32, u32),
+        cancel: &Cancel,
+    ) -> Result<(), DriverError> {
+        self.to(d, Device::Pointer, cancel)?;
+        d.motion(x, y)?;
+        if self.pressed {
+            // A grab activated by the press may have frozen the pointer:
+            // a motion queued now would be merged with the next ones.
+            self.deliver(d, cancel)?;
+        }
         Ok(())
     }
 
-    fn click(&mut self, d: &mut dyn Driver, b: u8) -> Result<(), DriverError> {
-        self.button_down(d, b)?;
-        self.button_up(d, b)
+    fn hold(
+        &mut self,
+        d: &mut dyn Driver,
+        keys: &[Keysym],
+        cancel: &Cancel,
+    ) -> Result<(), DriverError> {
+        keys.iter().try_for_each(|&k| self.key_down(d, k, cancel))
     }
 
-    fn motion(&mut self, d: &mut dyn Driver, (x, y): (u32, u32)) -> Result<(), DriverError> {
-        self.emitted = true;
-        d.motion(x, y)
-    }
-
-    fn hold(&mut self, d: &mut dyn Driver, keys: &[Keysym]) -> Result<(), DriverError> {
-        keys.iter().try_for_each(|&k| self.key_down(d, k))
-    }
-
-    fn unhold(&mut self, d: &mut dyn Driver, keys: &[Keysym]) -> Result<(), DriverError> {
-        keys.iter().rev().try_for_each(|&k| self.key_up(d, k))
+    fn unhold(
+        &mut self,
+        d: &mut dyn Driver,
+        keys: &[Keysym],
+        cancel: &Cancel,
+    ) -> Result<(), DriverError> {
+        keys.iter()
+            .rev()
+            .try_for_each(|&k| self.key_up(d, k, cancel))
     }
 
     /// Releases every held button, then every held key (last pressed
     /// first), and flushes. Carries on past errors so one failure does not
     /// leave the rest held; whatever could not be released stays recorded
-    /// so a new connection can release it.
+    /// so a new connection can release it. It does not wait for delivery:
+    /// releases queued behind a frozen device are still processed, in
+    /// order, when the device thaws.
     pub fn release_all(&mut self, d: &mut dyn Driver) -> Result<(), DriverError> {
         let mut first_err = None;
         let mut buttons = Vec::new();
@@ -273,6 +381,8 @@ impl Input {
         }
         self.buttons = buttons;
         self.keys = keys;
+        self.last = None;
+        self.pressed = false;
         if let Err(e) = d.flush() {
             first_err.get_or_insert(e);
         }
@@ -302,6 +412,15 @@ pub fn run(
             .check()
             .and_then(|()| run_step(d, input, step, cancel))
             .and_then(|()| d.flush());
+        // The last step's events are delivered before the batch counts
+        // as done (and before anything settles on their effect).
+        let result = result.and_then(|()| {
+            if index + 1 == steps.len() {
+                input.deliver(d, cancel)
+            } else {
+                Ok(())
+            }
+        });
         if let Err(error) = result {
             let partial = input.emitted;
             if let Err(e) = input.release_all(d) {
@@ -323,52 +442,55 @@ fn run_step(
     step: &Step,
     cancel: &Cancel,
 ) -> Result<(), DriverError> {
+    let c = cancel;
     match step {
         Step::Click { button, at, held } => {
-            input.motion(d, *at)?;
-            input.hold(d, held)?;
-            input.click(d, *button)?;
-            input.unhold(d, held)
+            input.motion(d, *at, c)?;
+            input.hold(d, held, c)?;
+            input.click(d, *button, c)?;
+            input.unhold(d, held, c)
         }
         Step::DoubleClick { at, held } => {
-            // Both clicks go out back to back, well inside any client's
-            // double-click interval (GTK and Qt: 400 ms, xterm: 250 ms).
-            input.motion(d, *at)?;
-            input.hold(d, held)?;
-            input.click(d, 1)?;
-            input.click(d, 1)?;
-            input.unhold(d, held)
+            // Both clicks go out back to back (after the first one's
+            // delivery, a round trip when nothing is grabbed), well inside
+            // any client's double-click interval (GTK and Qt: 400 ms,
+            // xterm: 250 ms).
+            input.motion(d, *at, c)?;
+            input.hold(d, held, c)?;
+            input.click(d, 1, c)?;
+            input.click(d, 1, c)?;
+            input.unhold(d, held, c)
         }
         Step::Drag { path, held } => {
             // `plan` guarantees at least two points.
             let Some((first, rest)) = path.split_first() else {
                 return Ok(());
             };
-            input.motion(d, *first)?;
-            input.hold(d, held)?;
-            input.button_down(d, 1)?;
+            input.motion(d, *first, c)?;
+            input.hold(d, held, c)?;
+            input.button_down(d, 1, c)?;
             let mut from = *first;
             for &to in rest {
                 cancel.check()?;
                 for p in intermediate(from, to) {
-                    input.motion(d, p)?;
+                    input.motion(d, p, c)?;
                 }
-                input.motion(d, to)?;
+                input.motion(d, to, c)?;
                 d.flush()?;
                 from = to;
             }
-            input.button_up(d, 1)?;
-            input.unhold(d, held)
+            input.button_up(d, 1, c)?;
+            input.unhold(d, held, c)
         }
         Step::Keypress { keys } => {
             // Press in order, release in reverse.
-            input.hold(d, keys)?;
-            input.unhold(d, keys)
+            input.hold(d, keys, c)?;
+            input.unhold(d, keys, c)
         }
         Step::Move { at, held } => {
-            input.hold(d, held)?;
-            input.motion(d, *at)?;
-            input.unhold(d, held)
+            input.hold(d, held, c)?;
+            input.motion(d, *at, c)?;
+            input.unhold(d, held, c)
         }
         Step::Scroll {
             at,
@@ -376,23 +498,24 @@ fn run_step(
             clicks_y,
             held,
         } => {
-            input.motion(d, *at)?;
-            input.hold(d, held)?;
+            input.motion(d, *at, c)?;
+            input.hold(d, held, c)?;
             // X buttons: 4 up, 5 down, 6 left, 7 right.
             let v = if *clicks_y < 0 { 4 } else { 5 };
             for _ in 0..clicks_y.unsigned_abs() {
                 cancel.check()?;
-                input.click(d, v)?;
+                input.click(d, v, c)?;
             }
             let h = if *clicks_x < 0 { 6 } else { 7 };
             for _ in 0..clicks_x.unsigned_abs() {
                 cancel.check()?;
-                input.click(d, h)?;
+                input.click(d, h, c)?;
             }
-            input.unhold(d, held)
+            input.unhold(d, held, c)
         }
         Step::Type { text } => type_text(d, input, text, cancel),
         Step::Wait => {
+            input.deliver(d, cancel)?;
             d.sync()?;
             d.settle(
                 Duration::from_millis(limits::WAIT_QUIET_MS),
@@ -416,20 +539,15 @@ fn type_text(
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         cancel.check()?;
-        input.emitted = true;
         match c {
             '\r' | '\n' => {
                 if c == '\r' && chars.peek() == Some(&'\n') {
                     chars.next();
                 }
-                d.key(Keysym::Return, true)?;
-                d.key(Keysym::Return, false)?;
+                input.key_tap(d, Keysym::Return, cancel)?;
             }
-            '\t' => {
-                d.key(Keysym::Tab, true)?;
-                d.key(Keysym::Tab, false)?;
-            }
-            c => d.type_char(c)?,
+            '\t' => input.key_tap(d, Keysym::Tab, cancel)?,
+            c => input.char(d, c, cancel)?,
         }
     }
     Ok(())
@@ -454,7 +572,138 @@ pub fn intermediate(from: (u32, u32), to: (u32, u32)) -> Vec<(u32, u32)> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use super::*;
+    use crate::driver::fake::{Event, FakeDriver};
+
+    fn steps(actions: serde_json::Value) -> Vec<Step> {
+        let req: BatchRequest =
+            serde_json::from_value(serde_json::json!({"actions": actions})).unwrap();
+        plan(&req, Size::new(800, 600)).unwrap().0
+    }
+
+    /// Runs `actions` on a fake driver; returns the events and, for each
+    /// delivery wait, how many events had been sent before it.
+    fn delivered(actions: serde_json::Value) -> (Vec<Event>, Vec<usize>) {
+        let mut d = FakeDriver::new(Size::new(800, 600));
+        let state = d.state();
+        let mut input = Input::default();
+        let cancel = Cancel::new(Instant::now() + Duration::from_secs(10));
+        run(&mut d, &mut input, &steps(actions), &cancel).unwrap();
+        let s = state.lock().unwrap();
+        (s.events.clone(), s.delivered_at.clone())
+    }
+
+    #[test]
+    fn keys_after_a_click_wait_for_the_click_to_be_delivered() {
+        let (ev, at) = delivered(serde_json::json!([
+            {"type": "click", "button": "left", "x": 10, "y": 20},
+            {"type": "type", "text": "ab"},
+            {"type": "click", "button": "left", "x": 30, "y": 40}
+        ]));
+        // motion, press, release | a, b | motion, press, release |
+        assert_eq!(ev.len(), 8, "{ev:?}");
+        assert_eq!(ev[2], Event::Button(1, false));
+        assert_eq!(ev[3], Event::Char('a'));
+        // After each press (2, 7) and release (3, 8), and before the pointer
+        // moves again after typing (5); the end of the batch adds nothing.
+        assert_eq!(at, vec![2, 3, 5, 7, 8], "{ev:?}");
+    }
+
+    #[test]
+    fn held_keys_are_released_only_after_the_click_was_delivered() {
+        let (ev, at) = delivered(serde_json::json!([
+            {"type": "click", "button": "left", "x": 10, "y": 20, "keys": ["SHIFT"]}
+        ]));
+        let release = ev
+            .iter()
+            .position(|e| *e == Event::Button(1, false))
+            .unwrap();
+        let shift_up = ev
+            .iter()
+            .position(|e| matches!(e, Event::Key(_, false)))
+            .unwrap();
+        assert!(
+            at.iter().any(|&n| n > release && n <= shift_up),
+            "{ev:?} {at:?}"
+        );
+    }
+
+    #[test]
+    fn a_drag_waits_after_its_first_motion_while_pressed() {
+        let (ev, at) = delivered(serde_json::json!([
+            {"type": "drag", "path": [{"x": 0, "y": 0}, {"x": 100, "y": 0}]}
+        ]));
+        let press = ev
+            .iter()
+            .position(|e| *e == Event::Button(1, true))
+            .unwrap();
+        // The press, and the first motion after it, are each followed by a
+        // wait.
+        assert_eq!(&at[..2], &[press + 1, press + 2], "{ev:?} {at:?}");
+        assert_eq!(at.last(), Some(&ev.len()));
+    }
+
+    #[test]
+    fn a_batch_counts_as_done_only_once_delivered() {
+        for actions in [
+            serde_json::json!([{"type": "move", "x": 1, "y": 2}]),
+            serde_json::json!([{"type": "type", "text": "x"}]),
+            serde_json::json!([{"type": "keypress", "keys": ["CTRL", "A"]}]),
+        ] {
+            let (ev, at) = delivered(actions);
+            assert_eq!(at.last(), Some(&ev.len()), "{ev:?} {at:?}");
+        }
+        // Nothing sent, nothing to wait for.
+        let (_, at) = delivered(serde_json::json!([{"type": "screenshot"}]));
+        assert!(at.is_empty());
+    }
+
+    #[test]
+    fn input_still_frozen_at_the_deadline_fails_that_action_and_releases_everything() {
+        let mut d = FakeDriver::new(Size::new(800, 600));
+        let state = d.state();
+        state.lock().unwrap().blocked = true;
+        let mut input = Input::default();
+        let cancel = Cancel::new(Instant::now() + Duration::from_secs(10));
+        let f = run(
+            &mut d,
+            &mut input,
+            &steps(serde_json::json!([
+                {"type": "move", "x": 5, "y": 5},
+                {"type": "click", "button": "left", "x": 10, "y": 20, "keys": ["SHIFT"]},
+                {"type": "type", "text": "never"}
+            ])),
+            &cancel,
+        )
+        .unwrap_err();
+        assert_eq!(f.index, 1);
+        assert!(f.partial);
+        assert!(
+            matches!(f.error, DriverError::InputBlocked(_)),
+            "{:?}",
+            f.error
+        );
+        assert!(input.is_clear());
+        let s = state.lock().unwrap();
+        assert!(
+            !s.events.iter().any(|e| matches!(e, Event::Char(_))),
+            "{:?}",
+            s.events
+        );
+        // Nothing stays held: every press has its release.
+        let count = |want: &Event| s.events.iter().filter(|e| *e == want).count();
+        let shift = xkeysym::key::Shift_L;
+        assert_eq!(
+            count(&Event::Key(shift, true)),
+            count(&Event::Key(shift, false))
+        );
+        assert_eq!(
+            count(&Event::Button(1, true)),
+            count(&Event::Button(1, false))
+        );
+    }
 
     #[test]
     fn scroll_distance_becomes_a_few_wheel_clicks() {

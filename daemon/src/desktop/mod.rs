@@ -291,6 +291,7 @@ impl Desktop {
         let code = match &e {
             DriverError::Cancelled => cancel.code(),
             DriverError::Display(_) => ErrorCode::DisplayUnavailable,
+            DriverError::InputBlocked(_) => ErrorCode::InputBlocked,
             _ => ErrorCode::Internal,
         };
         self.lose_driver(&e);

@@ -34,6 +34,12 @@ pub struct FakeState {
     pub slow: Option<Duration>,
     /// Primitives seen so far.
     pub primitives: usize,
+    /// Where `deliver` was called: the number of events recorded before
+    /// each call.
+    pub delivered_at: Vec<usize>,
+    /// Make `deliver` fail as if another client kept input frozen past the
+    /// deadline.
+    pub blocked: bool,
 }
 
 /// The fake driver. Cloning the handle from [`FakeDriver::state`] lets a
@@ -125,6 +131,20 @@ impl Driver for FakeDriver {
     }
 
     fn sync(&mut self) -> Result<(), DriverError> {
+        Ok(())
+    }
+
+    fn deliver(&mut self, deadline: Duration, cancel: &Cancel) -> Result<(), DriverError> {
+        cancel.check()?;
+        let mut s = self.lock();
+        if s.blocked {
+            return Err(DriverError::InputBlocked(format!(
+                "the fake pointer stayed frozen for {} ms",
+                deadline.as_millis()
+            )));
+        }
+        let n = s.events.len();
+        s.delivered_at.push(n);
         Ok(())
     }
 

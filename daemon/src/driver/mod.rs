@@ -35,6 +35,10 @@ pub enum DriverError {
     /// A required extension is missing.
     #[error("the X server lacks the {0} extension")]
     MissingExtension(&'static str),
+    /// Input sent earlier was not delivered in time: another client holds
+    /// a synchronous grab that keeps a device frozen.
+    #[error("input not delivered: {0}")]
+    InputBlocked(String),
 }
 
 impl DriverError {
@@ -86,6 +90,12 @@ pub trait Driver: Send {
     fn flush(&mut self) -> Result<(), DriverError>;
     /// A round trip: every earlier request has been processed.
     fn sync(&mut self) -> Result<(), DriverError>;
+    /// Waits until the server has delivered every input event sent so
+    /// far: processed, not queued behind a device another client froze
+    /// with a synchronous grab. Fails with [`DriverError::InputBlocked`]
+    /// when that takes longer than `deadline`. A round trip when nothing
+    /// is grabbed; nothing when nothing was sent since the last call.
+    fn deliver(&mut self, deadline: Duration, cancel: &Cancel) -> Result<(), DriverError>;
     /// Waits until the screen has been quiet (no damage) for `quiet`, at
     /// most `cap`. Returns whether it went quiet before the cap.
     fn settle(

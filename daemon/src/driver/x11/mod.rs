@@ -3,8 +3,10 @@
 //! DAMAGE, the pointer image from XFixes.
 //!
 //! Requests are buffered and flushed once per action; a round trip happens
-//! only where ordering must be observed (before settling and capturing).
+//! only where ordering must be observed: delivery (see [`delivery`]) and
+//! before settling and capturing.
 
+mod delivery;
 pub mod keymap;
 mod shm;
 
@@ -16,6 +18,7 @@ use x11rb::errors::{ConnectionError, ReplyError, ReplyOrIdError};
 use x11rb::protocol::Event;
 use x11rb::protocol::damage::{self, ConnectionExt as _};
 use x11rb::protocol::xfixes::ConnectionExt as _;
+use x11rb::protocol::xinput::{self, ConnectionExt as _};
 use x11rb::protocol::xproto::{self, ConnectionExt as _, ImageOrder, Mapping, Window};
 use x11rb::protocol::xtest::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
@@ -59,6 +62,11 @@ pub struct X11Driver {
     damage: Option<damage::Damage>,
     caps: Capabilities,
     last_remap: Option<Instant>,
+    /// What the server's input state must be once our events are processed.
+    expected: delivery::Expected,
+    /// The master pointer's XInput 2 device id, when XI2 is there: its
+    /// button state covers every button (the core mask only 1 to 5).
+    xi_pointer: Option<u16>,
 }
 
 impl X11Driver {
@@ -124,6 +132,45 @@ impl X11Driver {
                 .reply()
                 .is_ok();
         let randr_ok = has(x11rb::protocol::randr::X11_EXTENSION_NAME)?;
+        let xi_pointer = if has(xinput::X11_EXTENSION_NAME)? {
+            let v = conn
+                .xinput_xi_query_version(2, 0)
+                .map_err(conn_err)?
+                .reply()
+                .ok();
+            match v {
+                // The master pointer the core requests (and XTEST's pointer)
+                // belong to: the client pointer when one is set, else the
+                // first master pointer.
+                Some(v) if v.major_version >= 2 => {
+                    let client = conn
+                        .xinput_xi_get_client_pointer(x11rb::NONE)
+                        .map_err(conn_err)?
+                        .reply()
+                        .ok()
+                        .filter(|r| r.set)
+                        .map(|r| r.deviceid);
+                    match client {
+                        Some(id) => Some(id),
+                        None => conn
+                            // XIAllMasterDevices
+                            .xinput_xi_query_device(1u16)
+                            .map_err(conn_err)?
+                            .reply()
+                            .ok()
+                            .and_then(|r| {
+                                r.infos
+                                    .iter()
+                                    .find(|d| d.type_ == xinput::DeviceType::MASTER_POINTER)
+                                    .map(|d| d.deviceid)
+                            }),
+                    }
+                }
+                _ => None,
+            }
+        } else {
+            None
+        };
 
         let km = conn
             .get_keyboard_mapping(min, max - min + 1)
@@ -160,6 +207,8 @@ impl X11Driver {
                 formats: vec![WireFormat::Png, WireFormat::Webp],
             },
             last_remap: None,
+            expected: delivery::Expected::default(),
+            xi_pointer,
         };
         if damage_ok {
             let id = driver.conn.generate_id().map_err(id_err)?;
@@ -188,6 +237,7 @@ impl X11Driver {
             shm = driver.caps.shm,
             damage = driver.caps.damage,
             xfixes = driver.caps.xfixes,
+            xi2 = driver.xi_pointer.is_some(),
             "connected to the X display"
         );
         Ok(driver)
@@ -200,13 +250,75 @@ impl X11Driver {
         Ok(())
     }
 
-    fn key_event(&self, keycode: u8, down: bool) -> Result<(), DriverError> {
+    fn key_event(&mut self, keycode: u8, down: bool) -> Result<(), DriverError> {
         let kind = if down {
             xproto::KEY_PRESS_EVENT
         } else {
             xproto::KEY_RELEASE_EVENT
         };
-        self.fake(kind, keycode, 0, 0)
+        self.fake(kind, keycode, 0, 0)?;
+        self.expected.key(keycode, down);
+        Ok(())
+    }
+
+    /// The server's processed input state, in one round trip (both
+    /// requests go out before either reply is read).
+    fn observe(&mut self) -> Result<delivery::Observed, DriverError> {
+        use x11rb::protocol::xproto::KeyButMask;
+        enum Ptr<'c> {
+            Xi(x11rb::cookie::Cookie<'c, RustConnection, xinput::XIQueryPointerReply>),
+            Core(x11rb::cookie::Cookie<'c, RustConnection, xproto::QueryPointerReply>),
+        }
+        let ptr = match self.xi_pointer {
+            Some(dev) => Ptr::Xi(
+                self.conn
+                    .xinput_xi_query_pointer(self.root, dev)
+                    .map_err(conn_err)?,
+            ),
+            None => Ptr::Core(self.conn.query_pointer(self.root).map_err(conn_err)?),
+        };
+        let keys = if self.expected.needs_keys() {
+            Some(self.conn.query_keymap().map_err(conn_err)?)
+        } else {
+            None
+        };
+        let mut seen = delivery::Observed::default();
+        match ptr {
+            Ptr::Xi(c) => {
+                let r = c.reply().map_err(reply_err)?;
+                // FP16.16 root coordinates.
+                seen.x = (r.root_x >> 16) as i16;
+                seen.y = (r.root_y >> 16) as i16;
+                seen.buttons = delivery::Bits::from_words(&r.buttons);
+            }
+            Ptr::Core(c) => {
+                let r = c.reply().map_err(reply_err)?;
+                seen.x = r.root_x;
+                seen.y = r.root_y;
+                let mask = u16::from(r.mask);
+                let core = [
+                    KeyButMask::BUTTON1,
+                    KeyButMask::BUTTON2,
+                    KeyButMask::BUTTON3,
+                    KeyButMask::BUTTON4,
+                    KeyButMask::BUTTON5,
+                ];
+                for (b, m) in (1u8..).zip(core) {
+                    seen.buttons.set(b, mask & u16::from(m) != 0);
+                }
+                // The core mask cannot show buttons 6 and up: take them as
+                // delivered (the position and the other buttons still are
+                // checked).
+                for b in 6..=255u8 {
+                    seen.buttons.set(b, self.expected.buttons.get(b));
+                }
+            }
+        }
+        if let Some(c) = keys {
+            let r = c.reply().map_err(reply_err)?;
+            seen.keys = Some(delivery::Bits::from_bytes(&r.keys));
+        }
+        Ok(seen)
     }
 
     /// The keycode for `keysym` and whether Shift is needed, binding a
@@ -317,7 +429,9 @@ impl Driver for X11Driver {
 
     fn motion(&mut self, x: u32, y: u32) -> Result<(), DriverError> {
         let (x, y) = (clamp_i16(x), clamp_i16(y));
-        self.fake(xproto::MOTION_NOTIFY_EVENT, 0, x, y)
+        self.fake(xproto::MOTION_NOTIFY_EVENT, 0, x, y)?;
+        self.expected.motion(x, y);
+        Ok(())
     }
 
     fn button(&mut self, button: u8, down: bool) -> Result<(), DriverError> {
@@ -326,7 +440,9 @@ impl Driver for X11Driver {
         } else {
             xproto::BUTTON_RELEASE_EVENT
         };
-        self.fake(kind, button, 0, 0)
+        self.fake(kind, button, 0, 0)?;
+        self.expected.button(button, down);
+        Ok(())
     }
 
     fn key(&mut self, keysym: Keysym, down: bool) -> Result<(), DriverError> {
@@ -377,6 +493,34 @@ impl Driver for X11Driver {
             .reply()
             .map_err(reply_err)?;
         Ok(())
+    }
+
+    fn deliver(&mut self, deadline: Duration, cancel: &Cancel) -> Result<(), DriverError> {
+        if !self.expected.dirty {
+            return Ok(());
+        }
+        let start = Instant::now();
+        // Replaying a click takes a window manager well under a
+        // millisecond when idle: poll fast first, then back off.
+        let mut pause = Duration::from_micros(50);
+        loop {
+            let seen = self.observe()?;
+            let Some(what) = self.expected.mismatch(&seen) else {
+                self.expected.delivered();
+                return Ok(());
+            };
+            let waited = start.elapsed();
+            if waited >= deadline {
+                return Err(DriverError::InputBlocked(format!(
+                    "{what} after {} ms; another X client keeps input frozen with a \
+                     synchronous grab, so the next event was not sent",
+                    waited.as_millis()
+                )));
+            }
+            cancel.check()?;
+            std::thread::sleep(pause.min(deadline - waited));
+            pause = (pause * 2).min(Duration::from_millis(2));
+        }
     }
 
     fn settle(
