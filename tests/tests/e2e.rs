@@ -8,7 +8,9 @@
 //! nothing behind); a `kill -9` of host-cli during `guest start` followed by
 //! `guest gc` leaves no container; 4 guests side by side; the typing corpus
 //! typed into an xterm inside the guest comes out byte-exact and runs
-//! nothing; both channel paths (socket and exec).
+//! nothing; both channel paths (socket and exec); batched input lands in
+//! order (the demo form filled out of order in one batch, 20 times each
+//! focused, unfocused and with the guest's CPU busy: `e2e/order.rs`).
 //!
 //! How it runs: its own harness (`harness = false`): the cases run one
 //! after the other (a 2-core host runs them faster that way than racing),
@@ -51,6 +53,10 @@ $(touch /tmp/sandtop-pwned-MARK) `touch /tmp/sandtop-pwned-MARK` 'single' \"doub
 
 const LONG: Duration = Duration::from_secs(30);
 
+#[path = "e2e/order.rs"]
+mod order;
+use order::batched_form_input_lands_in_each_field;
+
 /// What every case gets.
 struct Ctx {
     backend: DockerBackend,
@@ -80,6 +86,7 @@ fn main() -> ExitCode {
         four_guests_side_by_side,
         typed_corpus_in_guest_xterm_is_byte_exact,
         both_channel_paths_work,
+        batched_form_input_lands_in_each_field,
     ];
     if args.iter().any(|a| a == "--list") {
         for (n, _) in &all {
