@@ -37,11 +37,10 @@ guest-image:
 	$(CARGO) build --release --locked -p sandtopd -p sandtop-demo -p sandtop-tests
 	./guest-image/build.sh
 
-## guest: build the guest image (works offline), install host-cli and sandtopd into ~/.cargo/bin
+## guest: build the guest image (works offline), install host-cli and sandtopd into ~/.cargo/bin (one release build)
 .PHONY: guest
-guest: guest-image
-	$(CARGO) install --locked --path host-cli
-	$(CARGO) install --locked --path daemon
+guest:
+	@CARGO="$(CARGO)" ./scripts/guest.sh
 
 ## lint: rustfmt check and clippy with warnings denied
 .PHONY: lint
