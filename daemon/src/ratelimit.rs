@@ -1,4 +1,4 @@
-//! A limiter for log lines the guest can trigger (SECURITY.md A13): a
+//! A limiter for log lines the guest can trigger (docs/security.md A13): a
 //! hostile client must not be able to flood the log with rejected
 //! requests, nor a chatty X server with its stderr.
 

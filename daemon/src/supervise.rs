@@ -178,7 +178,7 @@ pub async fn start_xvfb(
     }
     cmd.args(["-screen", "0"])
         .arg(format!("{}x{}x24", screen.width, screen.height))
-        // No TCP, ever (SECURITY.md C10). The abstract-namespace socket
+        // No TCP, ever (docs/security.md C10). The abstract-namespace socket
         // stays: `-nolisten local` would leave that name free for another
         // X server in the same network namespace, and clients (which try
         // the abstract name first) would silently reach the wrong display.

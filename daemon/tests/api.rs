@@ -8,8 +8,8 @@
 //!    against `daemon/openapi.yaml` (success bodies against their schema,
 //!    failures against `ErrorBody`, the status against the code) and that no
 //!    error body leaks the token, a path or a backtrace (A12).
-//! 3. Tests are named after the SECURITY.md property (A1..A15) or the
-//!    CONTRACT.md §1 rule they pin.
+//! 3. Tests are named after the docs/security.md property (A1..A15) or the
+//!    docs/contract.md §1 rule they pin.
 
 #![allow(clippy::unwrap_used)]
 
@@ -991,7 +991,7 @@ async fn openapi_request_schemas_agree_with_the_daemon() {
 }
 
 /// Every body the daemon reads is a JSON object (the spec says so, and
-/// CONTRACT.md rule 1 says incompatible input is never silently taken).
+/// docs/contract.md rule 1 says incompatible input is never silently taken).
 /// serde's derived `Deserialize` also takes a struct as an array of its
 /// fields in order, so these are read as valid requests today.
 #[tokio::test]
@@ -1676,7 +1676,7 @@ async fn a6_stale_scale_map_and_bad_screenshot_options_run_nothing() {
 }
 
 // ---------------------------------------------------------------------
-// Coordinates (CONTRACT.md rule 4)
+// Coordinates (docs/contract.md rule 4)
 // ---------------------------------------------------------------------
 
 #[tokio::test]
@@ -1754,7 +1754,7 @@ fn png_size(shot: &Screenshot) -> (u32, u32) {
 }
 
 // ---------------------------------------------------------------------
-// Semantics of the nine actions (CONTRACT.md §1)
+// Semantics of the nine actions (docs/contract.md §1)
 // ---------------------------------------------------------------------
 
 #[tokio::test]
@@ -2793,7 +2793,7 @@ async fn a10_slow_clients_are_dropped_without_hurting_others() {
 
 /// `final_screenshot: false` runs the actions and captures nothing; an
 /// empty batch then takes the settled screenshot (how a host confirms the
-/// screenshot separately, CONTRACT.md rule 11).
+/// screenshot separately, docs/contract.md rule 11).
 #[tokio::test]
 async fn a_batch_without_final_screenshot_captures_nothing() {
     let fx = Fx::new();

@@ -1,6 +1,6 @@
 //! The x11 tier: the real `sandtopd` binary on a real Xvfb, checked by a
-//! test X client that records every event it receives (SECURITY.md H1,
-//! H4, H5, A7, A15 against a real server; CONTRACT.md §1 semantics).
+//! test X client that records every event it receives (docs/security.md H1,
+//! H4, H5, A7, A15 against a real server; docs/contract.md §1 semantics).
 //!
 //! Each test starts its own Xvfb (a free display picked by the server) and
 //! its own daemon, so tests run in parallel without sharing state. Without

@@ -1,7 +1,7 @@
 //! Computer actions, shaped exactly like the Responses API `ComputerAction`.
 //!
 //! The daemon accepts these strictly (`deny_unknown_fields`): a field it
-//! does not know is an error, never silently ignored (CONTRACT.md rule 1).
+//! does not know is an error, never silently ignored (docs/contract.md rule 1).
 //! The host reads model output leniently with [`Action::from_model_value`],
 //! which drops fields the API may add later and then parses strictly.
 
@@ -92,7 +92,7 @@ pub enum Action {
         keys: Option<Vec<String>>,
     },
     /// Take a screenshot. Inside a batch this captures nothing by itself:
-    /// every batch ends with one final screenshot (CONTRACT.md rule 2).
+    /// every batch ends with one final screenshot (docs/contract.md rule 2).
     Screenshot {},
     Scroll {
         x: i64,

@@ -93,7 +93,7 @@ pub struct BatchRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_scale_map: Option<ScaleMap>,
     /// Take the final screenshot (default). A host that must confirm each
-    /// action, and the screenshot, separately (CONTRACT.md rule 11) runs
+    /// action, and the screenshot, separately (docs/contract.md rule 11) runs
     /// actions without it and then asks for it with an empty batch.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub final_screenshot: bool,

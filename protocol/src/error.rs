@@ -142,7 +142,7 @@ impl std::fmt::Display for ErrorCode {
 /// For a batch, `index` names the action that failed or was refused,
 /// `executed` counts the actions that completed before it, and `partial`
 /// says whether the failing action had already started injecting input
-/// (an effect that may not be undoable, CONTRACT.md rule 8). A refusal at
+/// (an effect that may not be undoable, docs/contract.md rule 8). A refusal at
 /// validation always has `executed: 0` and `partial: false`: nothing ran.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

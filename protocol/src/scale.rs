@@ -3,7 +3,7 @@
 //! A screenshot is a region of the screen (the whole screen unless it was
 //! cropped) scaled to an image size. The model's coordinates are pixels of
 //! that image. [`ScaleMap::to_screen`] is the one function that maps them
-//! back: scale first, then add the crop offset (CONTRACT.md rule 4). The
+//! back: scale first, then add the crop offset (docs/contract.md rule 4). The
 //! bounds check happens in model space, before any arithmetic, so a point
 //! the model could not have seen is refused rather than clamped.
 //!

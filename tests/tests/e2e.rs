@@ -1,6 +1,6 @@
 //! The E tier: the real guest under Docker.
 //!
-//! What it checks: SECURITY.md C1-C11, N1, N5 and N6 from inside the guest
+//! What it checks: docs/security.md C1-C11, N1, N5 and N6 from inside the guest
 //! (`sandtop-probe`, run through a Docker exec) and from outside (bollard's
 //! inspect of the container and the image); H2 (Xvfb and the window manager
 //! killed inside the guest are detected within 2 s and come back); H3

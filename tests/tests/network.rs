@@ -1,5 +1,5 @@
-//! The E tier of the guest's network policy (issue 5; SECURITY.md N1-N6;
-//! CONTRACT.md rule 21), on real guests under Docker.
+//! The E tier of the guest's network policy (issue 5; docs/security.md N1-N6;
+//! docs/contract.md rule 21), on real guests under Docker.
 //!
 //! The world it builds, all on this machine and removed afterwards:
 //! - a bridge network `sandtop-test-net-<run>` and on it a "fake internet":

@@ -220,7 +220,7 @@ impl Desktop {
     }
 
     /// Runs one job's work. A panic inside must not take the daemon down or
-    /// leave keys held (SECURITY.md A11, A15): input is released (through a
+    /// leave keys held (docs/security.md A11, A15): input is released (through a
     /// fresh connection if need be) *before* the caller drops the permit
     /// and replies `internal`.
     fn guarded<T>(
