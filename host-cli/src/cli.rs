@@ -316,7 +316,11 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                     Ok(()) => println!("stopped {}", rec.name),
                     Err(e) => {
                         failed = true;
-                        eprintln!("host-cli: stopping {}: {e:#}", rec.name);
+                        eprintln!(
+                            "host-cli: stopping {}: {}",
+                            rec.name,
+                            crate::term::safe(&format!("{e:#}"))
+                        );
                     }
                 }
             }
@@ -342,7 +346,8 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                         .await?
                 }
             };
-            println!("{text}");
+            // The container's log is the guest's own text.
+            println!("{}", crate::term::safe(&text));
             Ok(ExitCode::SUCCESS)
         }
         GuestCommand::Gc { json } => {
@@ -526,14 +531,15 @@ async fn act(a: ActArgs) -> anyhow::Result<ExitCode> {
                 .info()
                 .display
                 .and_then(|screen| ScaleMap::fit(screen, None, a.size, Fit::Contain).ok());
+            // The error's message is the guest's text: printed inert.
             println!(
                 "{}",
-                serde_json::to_string_pretty(&json!({
+                serde_json::to_string_pretty(&crate::term::safe_json(&json!({
                     "ok": false,
                     "executed": body.executed.unwrap_or(0),
                     "error": body,
                     "scale_map": scale_map,
-                }))?
+                })))?
             );
             Ok(ExitCode::FAILURE)
         }

@@ -78,7 +78,10 @@ fn one_line(e: &anyhow::Error) -> String {
 pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let checks = checks(&args).await;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&checks)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&crate::term::safe_json(&serde_json::to_value(&checks)?))?
+        );
     } else {
         for c in &checks {
             let v = match c.verdict {
@@ -87,9 +90,11 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
                 Verdict::Fail => "FAIL",
                 Verdict::Skip => "skip",
             };
+            // Details quote the daemon (its version) and error messages.
+            let detail = crate::term::safe_line(&c.detail);
             match &c.fix {
-                Some(fix) => println!("{:<10} {:<4}  {} -> fix: {fix}", c.name, v, c.detail),
-                None => println!("{:<10} {:<4}  {}", c.name, v, c.detail),
+                Some(fix) => println!("{:<10} {:<4}  {detail} -> fix: {fix}", c.name, v),
+                None => println!("{:<10} {:<4}  {detail}", c.name, v),
             }
         }
     }
@@ -209,7 +214,7 @@ async fn guest_checks(backend: &DockerBackend) -> Vec<Check> {
                 format!("the guest did not start: {}", one_line(&e)),
                 "see the log tail above (RUST_LOG=debug for more); rebuild with `make guest`",
             ));
-            eprintln!("{e:#}");
+            eprintln!("{}", crate::term::safe(&format!("{e:#}")));
             for n in ["x", "xtest", "shm", "isolation"] {
                 out.push(check(n, Verdict::Skip, "needs a guest"));
             }
@@ -222,7 +227,10 @@ async fn guest_checks(backend: &DockerBackend) -> Vec<Check> {
     if let Ok(dir) = store.get(&name)
         && let Err(e) = guest::stop(&store, &dir, &rec).await
     {
-        eprintln!("host-cli doctor: removing the throwaway guest {name}: {e:#}");
+        eprintln!(
+            "host-cli doctor: removing the throwaway guest {name}: {}",
+            crate::term::safe(&format!("{e:#}"))
+        );
     }
     match asked {
         Ok(checks) => out.extend(checks),

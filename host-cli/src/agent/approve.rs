@@ -21,6 +21,7 @@ use sandtop_protocol::Action;
 use serde::Deserialize;
 
 use super::wire::SafetyCheck;
+use crate::term;
 
 /// An answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,11 +100,22 @@ impl Policy {
 
 /// Lines typed on the controlling terminal, read by one thread so that
 /// prompts and queued guidance never race for input.
-#[derive(Debug)]
+///
+/// Whatever it shows that came from the model, the guest or a page goes
+/// through [`term::safe`] first (CONTRACT.md rule 23: site content cannot
+/// clear the screen, paint a fake prompt or write the clipboard).
 pub struct Terminal {
     lines: mpsc::Receiver<String>,
-    out: std::fs::File,
+    out: Box<dyn std::io::Write + Send>,
     guidance: Vec<String>,
+}
+
+impl std::fmt::Debug for Terminal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Terminal")
+            .field("guidance", &self.guidance.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Terminal {
@@ -126,11 +138,20 @@ impl Terminal {
                 }
             })
             .ok()?;
-        Some(Terminal {
-            lines: rx,
+        Some(Terminal::from_parts(rx, Box::new(out)))
+    }
+
+    /// A terminal reading `lines` and writing to `out` (tests use it with
+    /// a buffer).
+    pub fn from_parts(
+        lines: mpsc::Receiver<String>,
+        out: Box<dyn std::io::Write + Send>,
+    ) -> Terminal {
+        Terminal {
+            lines,
             out,
             guidance: Vec::new(),
-        })
+        }
     }
 
     fn say(&mut self, text: &str) {
@@ -176,7 +197,8 @@ pub fn ask_origin(t: &SharedTerminal, origin: &str) -> crate::egress::proxy::Ans
     use crate::egress::proxy::Answer;
     let mut t = lock(t);
     t.say(&format!(
-        "\n== The guest wants to reach {origin} ==\nSite content is untrusted; approving lasts for this session.\n"
+        "\n== The guest wants to reach {} ==\nSite content is untrusted; approving lasts for this session.\n",
+        term::safe_line(origin)
     ));
     match t
         .prompt("Allow this origin? [approve/deny/cancel; default: deny] ")
@@ -199,8 +221,10 @@ pub struct Approvals {
     pub scripted_checks: bool,
 }
 
+/// An action as the operator sees it: its JSON, made safe to print (typed
+/// text and key names come from the model).
 fn describe_action(a: &Action) -> String {
-    serde_json::to_string(a).unwrap_or_else(|_| a.kind().to_string())
+    term::safe_line(&serde_json::to_string(a).unwrap_or_else(|_| a.kind().to_string()))
 }
 
 impl Operator for Approvals {
@@ -221,13 +245,13 @@ impl Operator for Approvals {
         let mut text = format!(
             "\n== Safety check{} on computer call {} ==\n",
             if req.checks.len() > 1 { "s" } else { "" },
-            req.call_id
+            term::safe_line(req.call_id)
         );
         for c in req.checks {
             text.push_str(&format!(
                 "  [{}] {}\n",
-                c.code.as_deref().unwrap_or("no code"),
-                c.message.as_deref().unwrap_or("(no message)")
+                term::safe_line(c.code.as_deref().unwrap_or("no code")),
+                term::safe_line(c.message.as_deref().unwrap_or("(no message)"))
             ));
         }
         text.push_str("It covers these actions:\n");
@@ -235,7 +259,10 @@ impl Operator for Approvals {
             text.push_str(&format!("  {i}: {}\n", describe_action(a)));
         }
         if let Some(p) = req.marked {
-            text.push_str(&format!("Targets are marked on {}\n", p.display()));
+            text.push_str(&format!(
+                "Targets are marked on {}\n",
+                term::safe_line(&p.display().to_string())
+            ));
         }
         t.say(&text);
         t.yes("Approve and run these actions? Type `yes` to approve, anything else denies: ")
@@ -257,18 +284,21 @@ impl Operator for Approvals {
                 "action {}/{} of {}: {}",
                 req.index + 1,
                 req.of,
-                req.call_id,
+                term::safe_line(req.call_id),
                 describe_action(a)
             ),
-            None => format!("the final screenshot of {}", req.call_id),
+            None => format!("the final screenshot of {}", term::safe_line(req.call_id)),
         };
         t.yes(&format!("Run {what}? [yes/no] "))
     }
 
     fn ask(&mut self, question: &str) -> Option<String> {
         let mut t = lock(self.terminal.as_ref()?);
+        // The question keeps its lines, each indented so that none of them
+        // can pass for one of our own prompts.
+        let shown = term::safe(question).replace('\n', "\n  | ");
         let a = t.prompt(&format!(
-            "\n== The model asks ==\n{question}\nYour answer (empty line = refuse): "
+            "\n== The model asks ==\n  | {shown}\nYour answer (empty line = refuse): "
         ))?;
         let a = a.trim().to_string();
         (!a.is_empty()).then_some(a)
@@ -416,6 +446,84 @@ mod tests {
             a.approve_checks(&req(Box::leak(Box::new(nocode)))),
             Decision::Deny(_)
         ));
+    }
+
+    /// A screen the test can read back, and an operator who types `no`
+    /// whenever a prompt (ending in `: ` or `] `) has been shown.
+    #[derive(Clone)]
+    struct Screen {
+        shown: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+        typed: mpsc::Sender<String>,
+    }
+
+    impl std::io::Write for Screen {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.shown.lock().unwrap().extend_from_slice(b);
+            if b.ends_with(b": ") || b.ends_with(b"] ") {
+                let _ = self.typed.send("no".into());
+            }
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn prompts_show_model_guest_and_page_text_without_escape_sequences() {
+        for (name, evil) in crate::term::corpus() {
+            let (tx, rx) = mpsc::channel();
+            let screen = Screen {
+                shown: Default::default(),
+                typed: tx,
+            };
+            let t: SharedTerminal = std::sync::Arc::new(std::sync::Mutex::new(
+                Terminal::from_parts(rx, Box::new(screen.clone())),
+            ));
+            let mut a = Approvals {
+                terminal: Some(t.clone()),
+                ..Approvals::default()
+            };
+            let checks = [SafetyCheck {
+                id: "sc".into(),
+                code: Some(format!("code{evil}")),
+                message: Some(format!("The page says: {evil}")),
+            }];
+            let typed = Action::Type {
+                text: format!("typed {evil}"),
+            };
+            let call_id = format!("call{evil}");
+            let d = a.approve_checks(&CheckRequest {
+                call_id: &call_id,
+                checks: &checks,
+                actions: std::slice::from_ref(&typed),
+                marked: None,
+            });
+            assert!(matches!(d, Decision::Deny(_)), "{name}");
+            let d = a.confirm_action(&ActionRequest {
+                call_id: &call_id,
+                action: Some(&typed),
+                index: 0,
+                of: 1,
+            });
+            assert!(matches!(d, Decision::Deny(_)), "{name}");
+            assert_eq!(
+                a.ask(&format!("Which one?\n{evil}")),
+                Some("no".into()),
+                "{name}"
+            );
+            assert_eq!(
+                ask_origin(&t, &format!("https://{evil}.test")),
+                crate::egress::proxy::Answer::Deny,
+                "{name}"
+            );
+            let shown = String::from_utf8(screen.shown.lock().unwrap().clone()).unwrap();
+            assert!(
+                crate::term::is_inert(&shown),
+                "{name}: the terminal got {shown:?}"
+            );
+            assert!(shown.contains("The page says: "), "{name}");
+        }
     }
 
     #[test]

@@ -31,6 +31,7 @@ use super::wire::{self, ToolShape};
 use crate::guest::{self, StartRequest, docker::DockerBackend};
 use crate::secret::Secret;
 use crate::session::{self, BackendKind, SessionDir, SessionRecord, Store};
+use crate::term;
 
 /// Options of `host-cli run`.
 #[derive(Debug, Args)]
@@ -183,7 +184,11 @@ impl Booted {
             return;
         }
         if let Err(e) = guest::stop(&self.store, &self.dir, &self.rec).await {
-            eprintln!("host-cli: removing session {}: {e:#}", self.rec.name);
+            eprintln!(
+                "host-cli: removing session {}: {}",
+                self.rec.name,
+                term::safe(&format!("{e:#}"))
+            );
         }
     }
 }
@@ -233,24 +238,27 @@ fn run_dir(store: &Store, explicit: Option<PathBuf>, session: &str) -> PathBuf {
     })
 }
 
-fn print_outcome(o: &Outcome, run: &std::path::Path) {
+/// The summary a run prints on stdout: JSON, every string in it made
+/// inert for the terminal (the message can be the model's answer).
+pub fn summary(o: &Outcome, run: &std::path::Path) -> String {
     let overhead_p50 = {
         let mut v = o.overhead_ms.clone();
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied()
     };
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&json!({
-            "ending": o.ending,
-            "message": o.message,
-            "steps": o.steps,
-            "usage": o.usage,
-            "loop_overhead_ms_p50": overhead_p50,
-            "run_folder": run,
-        }))
-        .unwrap_or_default()
-    );
+    serde_json::to_string_pretty(&term::safe_json(&json!({
+        "ending": o.ending,
+        "message": o.message,
+        "steps": o.steps,
+        "usage": o.usage,
+        "loop_overhead_ms_p50": overhead_p50,
+        "run_folder": run,
+    })))
+    .unwrap_or_default()
+}
+
+fn print_outcome(o: &Outcome, run: &std::path::Path) {
+    println!("{}", summary(o, run));
 }
 
 fn exit_for(ending: Ending) -> ExitCode {

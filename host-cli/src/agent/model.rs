@@ -291,7 +291,7 @@ impl Model for OpenAiModel {
                         });
                     }
                     Attempt::Retry { why, after } => {
-                        tracing::warn!(attempt = n, reason = %why, "model request failed; retrying");
+                        tracing::warn!(attempt = n, reason = %crate::term::safe_line(&why), "model request failed; retrying");
                         last = why;
                         if n < self.retry.max_attempts {
                             tokio::time::sleep(self.retry.delay(n, after)).await;

