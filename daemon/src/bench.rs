@@ -33,8 +33,8 @@ use x11rb::protocol::xproto::{
 };
 use x11rb::rust_connection::RustConnection;
 
+use crate::cancel::Cancel;
 use crate::client::Client;
-use crate::desktop::Cancel;
 use crate::desktop::exec::{self, Input};
 use crate::driver::Driver as _;
 use crate::driver::x11::X11Driver;

@@ -22,6 +22,7 @@
 
 pub mod api;
 pub mod bench;
+pub mod cancel;
 pub mod capture;
 pub mod client;
 pub mod desktop;

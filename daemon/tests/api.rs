@@ -32,7 +32,7 @@ use sandtop_protocol::{
     ScreenshotOptions, ScreenshotResponse, Size, Timings, check_protocol, limits, paths,
 };
 use sandtop_testkit::openapi::{daemon_spec, errors, validator};
-use sandtopd::api::server::{HEADER_READ_TIMEOUT, bind_unix, serve};
+use sandtopd::api::server::{bind_unix, serve_with};
 use sandtopd::api::{ApiState, router};
 use sandtopd::client::Client;
 use sandtopd::driver::Driver;
@@ -2688,9 +2688,17 @@ async fn a10_slow_clients_are_dropped_without_hurting_others() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "the socket is {mode:o}");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(fx.router.clone(), vec![listener], async move {
-        let _ = stopped.await;
-    }));
+    // The head timeout injected short (10 s in production): what is tested
+    // is that stalled clients are dropped and others are served meanwhile.
+    let header_timeout = Duration::from_millis(800);
+    let server = tokio::spawn(serve_with(
+        fx.router.clone(),
+        vec![listener],
+        header_timeout,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
     let err = bind_unix(&path).await.unwrap_err();
     assert!(err.to_string().contains("already listens"), "{err}");
 
@@ -2726,7 +2734,7 @@ async fn a10_slow_clients_are_dropped_without_hurting_others() {
 
     let token = fx.token().to_string();
     let mut client = Client::connect(&path, Some(token.clone())).await.unwrap();
-    let limit = HEADER_READ_TIMEOUT + Duration::from_secs(5);
+    let limit = header_timeout + Duration::from_secs(5);
     let started = Instant::now();
     let mut served = 0;
     while !stalled.iter().all(|t| t.is_finished()) {
@@ -2744,7 +2752,7 @@ async fn a10_slow_clients_are_dropped_without_hurting_others() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(
-        served >= 5,
+        served >= 2,
         "only {served} health checks while the slow clients stalled"
     );
     for t in stalled {

@@ -588,11 +588,15 @@ async fn wait_for_window(d: &Daemon) {
             .decode(body["screenshot"]["data"].as_str().unwrap())
             .unwrap();
         let (_, px) = decode_png(&png);
-        if px.iter().any(|&b| b != 0) || Instant::now() > end {
+        if px.iter().any(|&b| b != 0) {
             // Give the client a moment to finish mapping and take input.
             tokio::time::sleep(Duration::from_millis(300)).await;
             return;
         }
+        assert!(
+            Instant::now() < end,
+            "no window drew anything within {LONG:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

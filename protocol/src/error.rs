@@ -4,131 +4,80 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A stable, machine-readable error code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCode {
+/// Defines [`ErrorCode`] from one table — variant, wire name, HTTP status —
+/// so that the enum, [`ErrorCode::ALL`], [`ErrorCode::as_str`] and
+/// [`ErrorCode::http_status`] cannot disagree, and a new code is in `ALL`
+/// (and so in every table test) by construction.
+macro_rules! error_codes {
+    ($($(#[$doc:meta])* $name:ident = $wire:literal => $status:literal,)*) => {
+        /// A stable, machine-readable error code.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum ErrorCode {
+            $($(#[$doc])* #[serde(rename = $wire)] $name,)*
+        }
+
+        impl ErrorCode {
+            /// Every code, for table tests.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$name),*];
+
+            /// The HTTP status for this code. The only code-to-status table.
+            pub fn http_status(self) -> u16 {
+                match self {
+                    $(ErrorCode::$name => $status,)*
+                }
+            }
+
+            /// The wire name (the same string serde writes).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$name => $wire,)*
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
     /// Malformed JSON, an unknown field, a wrong type.
-    BadRequest,
+    BadRequest = "bad_request" => 400,
     /// An action that is structurally wrong or whose text cannot be typed.
-    InvalidAction,
+    InvalidAction = "invalid_action" => 422,
     /// A coordinate outside the screenshot the model saw.
-    OutOfBounds,
+    OutOfBounds = "out_of_bounds" => 422,
     /// A key name the daemon does not know.
-    UnknownKey,
+    UnknownKey = "unknown_key" => 422,
     /// A limit in `limits` was exceeded.
-    LimitExceeded,
+    LimitExceeded = "limit_exceeded" => 422,
     /// The expected ScaleMap no longer matches the screen.
-    StaleScaleMap,
+    StaleScaleMap = "stale_scale_map" => 409,
     /// Missing or wrong bearer token.
-    Unauthorized,
+    Unauthorized = "unauthorized" => 401,
     /// A browser-originated request or an unexpected Host.
-    Forbidden,
-    NotFound,
-    MethodNotAllowed,
+    Forbidden = "forbidden" => 403,
+    NotFound = "not_found" => 404,
+    MethodNotAllowed = "method_not_allowed" => 405,
     /// The body is larger than `limits::MAX_BODY_BYTES`.
-    PayloadTooLarge,
-    UnsupportedMediaType,
+    PayloadTooLarge = "payload_too_large" => 413,
+    UnsupportedMediaType = "unsupported_media_type" => 415,
     /// Another input call is running on this desktop.
-    Busy,
+    Busy = "busy" => 409,
     /// Too many requests in flight.
-    Overloaded,
+    Overloaded = "overloaded" => 503,
     /// The request's deadline passed.
-    Timeout,
+    Timeout = "timeout" => 504,
     /// The request was cancelled (client gone, daemon draining).
-    Cancelled,
+    Cancelled = "cancelled" => 499,
     /// The X display is not reachable.
-    DisplayUnavailable,
+    DisplayUnavailable = "display_unavailable" => 503,
     /// Input could not be delivered in order: another client kept the
     /// pointer or keyboard frozen (a synchronous grab) past the deadline,
     /// so the next event was not sent (it would have been misplaced).
-    InputBlocked,
+    InputBlocked = "input_blocked" => 409,
     /// The daemon is shutting down.
-    ShuttingDown,
+    ShuttingDown = "shutting_down" => 503,
     /// The peer speaks another major protocol version.
-    VersionMismatch,
-    Internal,
-}
-
-impl ErrorCode {
-    /// The HTTP status for this code. The only code-to-status table.
-    pub fn http_status(self) -> u16 {
-        match self {
-            ErrorCode::BadRequest => 400,
-            ErrorCode::InvalidAction
-            | ErrorCode::OutOfBounds
-            | ErrorCode::UnknownKey
-            | ErrorCode::LimitExceeded => 422,
-            ErrorCode::StaleScaleMap => 409,
-            ErrorCode::Unauthorized => 401,
-            ErrorCode::Forbidden => 403,
-            ErrorCode::NotFound => 404,
-            ErrorCode::MethodNotAllowed => 405,
-            ErrorCode::PayloadTooLarge => 413,
-            ErrorCode::UnsupportedMediaType => 415,
-            ErrorCode::Busy => 409,
-            ErrorCode::Overloaded => 503,
-            ErrorCode::Timeout => 504,
-            ErrorCode::Cancelled => 499,
-            ErrorCode::DisplayUnavailable => 503,
-            ErrorCode::InputBlocked => 409,
-            ErrorCode::ShuttingDown => 503,
-            ErrorCode::VersionMismatch => 400,
-            ErrorCode::Internal => 500,
-        }
-    }
-
-    /// Every code, for table tests.
-    pub const ALL: [ErrorCode; 21] = [
-        ErrorCode::BadRequest,
-        ErrorCode::InvalidAction,
-        ErrorCode::OutOfBounds,
-        ErrorCode::UnknownKey,
-        ErrorCode::LimitExceeded,
-        ErrorCode::StaleScaleMap,
-        ErrorCode::Unauthorized,
-        ErrorCode::Forbidden,
-        ErrorCode::NotFound,
-        ErrorCode::MethodNotAllowed,
-        ErrorCode::PayloadTooLarge,
-        ErrorCode::UnsupportedMediaType,
-        ErrorCode::Busy,
-        ErrorCode::Overloaded,
-        ErrorCode::Timeout,
-        ErrorCode::Cancelled,
-        ErrorCode::DisplayUnavailable,
-        ErrorCode::InputBlocked,
-        ErrorCode::ShuttingDown,
-        ErrorCode::VersionMismatch,
-        ErrorCode::Internal,
-    ];
-
-    /// The wire name (the same string serde writes).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::BadRequest => "bad_request",
-            ErrorCode::InvalidAction => "invalid_action",
-            ErrorCode::OutOfBounds => "out_of_bounds",
-            ErrorCode::UnknownKey => "unknown_key",
-            ErrorCode::LimitExceeded => "limit_exceeded",
-            ErrorCode::StaleScaleMap => "stale_scale_map",
-            ErrorCode::Unauthorized => "unauthorized",
-            ErrorCode::Forbidden => "forbidden",
-            ErrorCode::NotFound => "not_found",
-            ErrorCode::MethodNotAllowed => "method_not_allowed",
-            ErrorCode::PayloadTooLarge => "payload_too_large",
-            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
-            ErrorCode::Busy => "busy",
-            ErrorCode::Overloaded => "overloaded",
-            ErrorCode::Timeout => "timeout",
-            ErrorCode::Cancelled => "cancelled",
-            ErrorCode::DisplayUnavailable => "display_unavailable",
-            ErrorCode::InputBlocked => "input_blocked",
-            ErrorCode::ShuttingDown => "shutting_down",
-            ErrorCode::VersionMismatch => "version_mismatch",
-            ErrorCode::Internal => "internal",
-        }
-    }
+    VersionMismatch = "version_mismatch" => 400,
+    Internal = "internal" => 500,
 }
 
 impl std::fmt::Display for ErrorCode {

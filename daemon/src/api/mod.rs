@@ -221,15 +221,12 @@ async fn run_job<T>(
             ErrorCode::Internal,
             "the desktop task dropped the request",
         ))),
-        Err(_) => {
-            if let Some(c) = guard.0.take() {
-                c.cancel();
-            }
-            Err(ApiError(ErrorBody::new(
-                ErrorCode::Timeout,
-                "the display did not answer in time; the outcome of the actions is unknown",
-            )))
-        }
+        // No need to cancel the job here: its own deadline (the Cancel's)
+        // passed REPLY_GRACE ago, so it stops at its next check.
+        Err(_) => Err(ApiError(ErrorBody::new(
+            ErrorCode::Timeout,
+            "the display did not answer in time; the outcome of the actions is unknown",
+        ))),
     }
 }
 

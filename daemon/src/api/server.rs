@@ -98,14 +98,14 @@ impl Listener {
     }
 }
 
-fn serve_conn<IO>(router: &Router, graceful: &GracefulShutdown, io: IO)
+fn serve_conn<IO>(router: &Router, graceful: &GracefulShutdown, header_timeout: Duration, io: IO)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = TowerToHyperService::new(router.clone());
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .header_read_timeout(header_timeout)
         .keep_alive(true)
         .serve_connection(TokioIo::new(io), service);
     let conn = graceful.watch(conn);
@@ -118,6 +118,17 @@ where
 
 /// Serves `router` on `listeners` until `shutdown` resolves, then drains.
 pub async fn serve(router: Router, listeners: Vec<Listener>, shutdown: impl Future<Output = ()>) {
+    serve_with(router, listeners, HEADER_READ_TIMEOUT, shutdown).await;
+}
+
+/// [`serve`] with another limit on how long a client may take to send a
+/// request head (tests use a short one instead of waiting 10 real seconds).
+pub async fn serve_with(
+    router: Router,
+    listeners: Vec<Listener>,
+    header_timeout: Duration,
+    shutdown: impl Future<Output = ()>,
+) {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::new();
     for listener in listeners {
@@ -133,8 +144,8 @@ pub async fn serve(router: Router, listeners: Vec<Listener>, shutdown: impl Futu
                     a = accept(&listener) => a,
                 };
                 match accepted {
-                    Ok(Accepted::Unix(s)) => serve_conn(&router, &graceful, s),
-                    Ok(Accepted::Tcp(s)) => serve_conn(&router, &graceful, s),
+                    Ok(Accepted::Unix(s)) => serve_conn(&router, &graceful, header_timeout, s),
+                    Ok(Accepted::Tcp(s)) => serve_conn(&router, &graceful, header_timeout, s),
                     Err(e) => {
                         // EMFILE and friends: back off instead of spinning.
                         tracing::warn!(error = %e, "accept failed");

@@ -410,6 +410,7 @@ pub fn run(
         input.emitted = false;
         let result = cancel
             .check()
+            .map_err(DriverError::from)
             .and_then(|()| run_step(d, input, step, cancel))
             .and_then(|()| d.flush());
         // The last step's events are delivered before the batch counts

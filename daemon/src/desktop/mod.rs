@@ -24,51 +24,10 @@ use sandtop_protocol::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
+pub use crate::cancel::Cancel;
 use crate::capture::Renderer;
 use crate::driver::{Driver, DriverError};
 use exec::Input;
-
-/// Cancellation and deadline of one request, checked between primitives.
-#[derive(Debug, Clone)]
-pub struct Cancel {
-    flag: Arc<AtomicBool>,
-    deadline: Instant,
-}
-
-impl Cancel {
-    pub fn new(deadline: Instant) -> Cancel {
-        Cancel {
-            flag: Arc::default(),
-            deadline,
-        }
-    }
-
-    pub fn cancel(&self) {
-        self.flag.store(true, Ordering::Release);
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.flag.load(Ordering::Acquire)
-    }
-
-    /// `Err(Cancelled)` once cancelled or past the deadline.
-    pub fn check(&self) -> Result<(), DriverError> {
-        if self.is_cancelled() || Instant::now() >= self.deadline {
-            Err(DriverError::Cancelled)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// The wire code for a stop: `cancelled` or `timeout`.
-    pub fn code(&self) -> ErrorCode {
-        if self.is_cancelled() {
-            ErrorCode::Cancelled
-        } else {
-            ErrorCode::Timeout
-        }
-    }
-}
 
 /// What the desktop knows about its display, for `info` and `health`.
 #[derive(Debug, Default)]

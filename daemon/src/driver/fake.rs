@@ -8,7 +8,7 @@ use sandtop_protocol::{Capabilities, ImageFormat, Rect, Size};
 use xkeysym::Keysym;
 
 use super::{CursorImage, Driver, DriverError, FrameView};
-use crate::desktop::Cancel;
+use crate::cancel::Cancel;
 
 /// One primitive the fake received.
 #[derive(Debug, Clone, PartialEq, Eq)]

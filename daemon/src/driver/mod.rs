@@ -15,7 +15,7 @@ use std::time::Duration;
 use sandtop_protocol::{Capabilities, Rect, Size};
 use xkeysym::Keysym;
 
-use crate::desktop::Cancel;
+use crate::cancel::{Cancel, Cancelled};
 
 /// What went wrong in the driver.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +39,12 @@ pub enum DriverError {
     /// a synchronous grab that keeps a device frozen.
     #[error("input not delivered: {0}")]
     InputBlocked(String),
+}
+
+impl From<Cancelled> for DriverError {
+    fn from(_: Cancelled) -> DriverError {
+        DriverError::Cancelled
+    }
 }
 
 impl DriverError {

@@ -26,7 +26,7 @@ use xkeysym::Keysym;
 
 use self::keymap::Keymap;
 use super::{CursorImage, Driver, DriverError, FrameView};
-use crate::desktop::Cancel;
+use crate::cancel::Cancel;
 
 pub(crate) fn conn_err(e: ConnectionError) -> DriverError {
     DriverError::Display(e.to_string())
