@@ -24,7 +24,7 @@ use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use sandtop_protocol::{
-    BatchRequest, BatchResponse, ErrorBody, Health, ImageFormat, Info, Screenshot,
+    BatchRequest, BatchResponse, ErrorBody, ErrorCode, Health, ImageFormat, Info, Screenshot,
     ScreenshotOptions, ScreenshotResponse, check_protocol, limits, paths,
 };
 use serde::de::DeserializeOwned;
@@ -67,14 +67,65 @@ pub enum ChannelError {
     Connect(String),
     #[error("HTTP exchange with the daemon failed: {0}")]
     Http(String),
-    /// The daemon answered with an error body.
-    #[error("the daemon refused: {body}")]
+    /// The daemon answered with an error body. Its `message` is the
+    /// guest's text: kept in the body for the record, never displayed.
+    #[error("the daemon refused: {}", refusal(.body))]
     Daemon { status: StatusCode, body: ErrorBody },
     /// The reply broke the contract (L4).
     #[error("the daemon's reply is invalid: {0}")]
     BadReply(String),
     #[error("{0}")]
     Version(String),
+}
+
+/// What an error code means, in our words: a closed set of sentences, so
+/// that describing a refusal never repeats text the guest chose (issue 11:
+/// guest text never speaks as the user). Codes this version does not
+/// describe get a generic sentence.
+pub fn code_meaning(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::InvalidAction => "the action is invalid, or its text cannot be typed",
+        ErrorCode::OutOfBounds => "a coordinate lies outside the screenshot",
+        ErrorCode::UnknownKey => "a key name is not known",
+        ErrorCode::LimitExceeded => {
+            "it exceeds a limit (actions per call, path points, scroll distance, text length or keys)"
+        }
+        ErrorCode::StaleScaleMap => "the screen changed size since the screenshot",
+        ErrorCode::Busy => "another input was running on the desktop",
+        ErrorCode::Timeout => "it did not finish in time and was stopped",
+        ErrorCode::Cancelled => "it was cancelled",
+        ErrorCode::DisplayUnavailable => "the display was not available",
+        ErrorCode::ShuttingDown => "the desktop is shutting down",
+        _ => "the desktop could not carry it out",
+    }
+}
+
+/// A refusal described from its code and numbers only.
+pub fn refusal(body: &ErrorBody) -> String {
+    let mut text = format!("{} ({})", body.code, code_meaning(body.code));
+    if let Some(i) = body.index {
+        text.push_str(&format!(" at action {i}"));
+    }
+    if let Some(n) = body.executed {
+        text.push_str(&format!(", {n} action(s) completed before it"));
+    }
+    if body.partial == Some(true) {
+        text.push_str(", the failing action had started");
+    }
+    text
+}
+
+/// A JSON error from the daemon's reply, without serde's quotes of the
+/// reply (unknown variants and field names are the guest's text).
+fn json_problem(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let what = match e.classify() {
+        Category::Io => "unreadable",
+        Category::Syntax => "malformed JSON",
+        Category::Data => "JSON of the wrong shape",
+        Category::Eof => "truncated JSON",
+    };
+    format!("{what} at line {} column {}", e.line(), e.column())
 }
 
 impl ChannelError {
@@ -187,15 +238,17 @@ impl Channel {
         let (status, bytes) = self.send(method, path, body).await?;
         if !status.is_success() {
             let mut body: ErrorBody = serde_json::from_slice(&bytes).map_err(|e| {
-                ChannelError::BadReply(format!("status {status} with an unreadable error: {e}"))
+                ChannelError::BadReply(format!(
+                    "status {status} with an unreadable error ({})",
+                    json_problem(&e)
+                ))
             })?;
             // The guest is untrusted: it must not be able to make us log or
             // forward the session token by echoing it.
             body.message = self.token.redact(&body.message);
             return Err(ChannelError::Daemon { status, body });
         }
-        serde_json::from_slice(&bytes)
-            .map_err(|e| ChannelError::BadReply(self.token.redact(&e.to_string())))
+        serde_json::from_slice(&bytes).map_err(|e| ChannelError::BadReply(json_problem(&e)))
     }
 
     async fn get_json<T: DeserializeOwned>(&mut self, path: &str) -> Result<T, ChannelError> {
@@ -206,8 +259,9 @@ impl Channel {
     /// a Health body, which is returned like a 200.
     pub async fn health(&mut self) -> Result<Health, ChannelError> {
         let (status, bytes) = self.send(Method::GET, paths::HEALTH, None).await?;
-        serde_json::from_slice(&bytes)
-            .map_err(|e| ChannelError::BadReply(format!("health with status {status}: {e}")))
+        serde_json::from_slice(&bytes).map_err(|e| {
+            ChannelError::BadReply(format!("health with status {status}: {}", json_problem(&e)))
+        })
     }
 
     /// `POST /v1/screenshot`, validated.

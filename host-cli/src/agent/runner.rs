@@ -275,6 +275,46 @@ pub fn apply_budget(items: &mut [Value], budget: ContextBudget) {
     }
 }
 
+/// What the model is told when the daemon refused or stopped a call.
+///
+/// Composed from host data only (issue 11, item 1): the error code, from
+/// the closed [`ErrorCode`](sandtop_protocol::ErrorCode) set, in our own
+/// words; the failing action's index and kind, from the actions we sent;
+/// and how many ran. The daemon's `message` is the guest's text and never
+/// reaches the model, which reads this as a user message.
+pub fn failure_note(
+    call_id: &str,
+    actions: &[Action],
+    body: &sandtop_protocol::ErrorBody,
+) -> String {
+    // The numbers come from the guest too: only values that fit the batch
+    // we sent are repeated.
+    let index = body.index.filter(|i| *i < actions.len());
+    let ran = body
+        .executed
+        .unwrap_or(0)
+        .min(index.unwrap_or(actions.len()));
+    let what = match index {
+        Some(i) => format!(
+            "Action {i} ({}) of computer call {call_id}",
+            actions[i].kind()
+        ),
+        None => format!("Computer call {call_id}"),
+    };
+    let started = if body.partial == Some(true) {
+        " That action had already started, so part of it may have taken effect."
+    } else {
+        ""
+    };
+    format!(
+        "{what} could not be carried out: {} (`{}`). {ran} of its {} action(s) ran before it; \
+         the rest did not run.{started} The screenshot shows the screen now.",
+        crate::channel::code_meaning(body.code),
+        body.code,
+        actions.len(),
+    )
+}
+
 /// Counts screenshots (data URLs) and bytes of an input list.
 pub fn input_cost(items: &[Value]) -> (usize, usize) {
     let s = serde_json::to_string(items).unwrap_or_default();
@@ -760,15 +800,7 @@ impl<'a> Runner<'a> {
                 };
                 let file = self.save_shot(step, call_id, &shot)?;
                 self.recorder.log("observation", json!({"step": step, "call_id": call_id, "file": file, "scale_map": shot.scale_map}))?;
-                let note = format!(
-                    "The computer action {} of call {call_id} could not be carried out: {}. \
-                     {} earlier action(s) of that call ran; the rest did not. The screenshot shows the screen now.",
-                    body.index
-                        .map(|i| i.to_string())
-                        .unwrap_or_else(|| "?".into()),
-                    body.message,
-                    body.executed.unwrap_or(0),
-                );
+                let note = failure_note(call_id, &actions, &body);
                 let url = shot.data_url();
                 let out = wire::computer_call_output(call_id, &url, checks);
                 self.files.push((url, file));
