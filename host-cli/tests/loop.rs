@@ -3232,3 +3232,88 @@ async fn guest_text_never_speaks_as_the_user_nor_reaches_the_terminal() {
         rig.assert_mock_clean();
     }
 }
+
+/// An assistant message marked as intermediate commentary.
+fn commentary(text: &str) -> Value {
+    let mut m = message(text);
+    m["phase"] = json!("commentary");
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commentary_only_reply_is_not_a_final_answer() {
+    let mut unfinished = message("I will now click the subm");
+    unfinished["status"] = json!("incomplete");
+    let cases: Vec<(&str, Reply, Option<&str>)> = vec![
+        (
+            "commentary only",
+            Reply::output(vec![
+                reasoning("The form is filled."),
+                commentary("Next I will press Submit."),
+            ]),
+            Some("Next I will press Submit."),
+        ),
+        (
+            "an unfinished message",
+            Reply::Output(sandtop_testkit::mock_responses::Output {
+                items: vec![unfinished],
+                usage: Some(usage(10, 5)),
+                status: "incomplete".into(),
+                id: None,
+            }),
+            Some("incomplete"),
+        ),
+        ("nothing at all", Reply::output(vec![]), None),
+    ];
+    for (name, reply, says) in cases {
+        let rig = Rig::new().await;
+        rig.mock.push_all([
+            Reply::output(vec![computer_call("call_1", vec![click(10, 20)])]),
+            reply,
+            Reply::done("unused"),
+        ]);
+        let mut opts = rig.opts();
+        opts.store = false;
+        let mut op = ScriptedOp::new(rig.probe());
+        let run = rig.run(opts, &mut op).await;
+        assert_eq!(
+            run.outcome.ending,
+            Ending::NoFinalAnswer,
+            "{name}: {}",
+            run.outcome.message
+        );
+        assert!(
+            run.outcome.message.contains("without a final answer"),
+            "{name}: {}",
+            run.outcome.message
+        );
+        if let Some(says) = says {
+            assert!(
+                run.outcome.message.contains(says),
+                "{name}: {}",
+                run.outcome.message
+            );
+        }
+        assert_eq!(rig.mock.requests().len(), 2, "{name}");
+        let exit = host_cli::agent::cmd::exit_status(run.outcome.ending);
+        assert!(exit != 0 && exit != host_cli::agent::cmd::exit_status(Ending::Failed));
+        // The trajectory says how it ended, and a resume would not go on.
+        assert_eq!(run.of_kind("run_finished")[0]["ending"], "no_final_answer");
+        assert!(resume_point(&run.dir).unwrap().finished, "{name}");
+        rig.assert_mock_clean();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commentary_before_a_final_answer_is_left_out_of_it() {
+    let rig = Rig::new().await;
+    let mut last = message("Submitted.");
+    last["phase"] = json!("final_answer");
+    rig.mock
+        .push(Reply::output(vec![commentary("Checking once more."), last]));
+    let mut op = ScriptedOp::new(rig.probe());
+    let run = rig.run(rig.opts(), &mut op).await;
+    run.assert_ending(Ending::Finished);
+    assert_eq!(run.outcome.message, "Submitted.");
+    rig.assert_mock_clean();
+}

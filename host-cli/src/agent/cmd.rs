@@ -261,14 +261,20 @@ fn print_outcome(o: &Outcome, run: &std::path::Path) {
     println!("{}", summary(o, run));
 }
 
-fn exit_for(ending: Ending) -> ExitCode {
+/// The exit status of a run that ended this way (`--help` lists them).
+pub fn exit_status(ending: Ending) -> u8 {
     match ending {
-        Ending::Finished => ExitCode::SUCCESS,
-        Ending::Interrupted => ExitCode::from(130),
-        Ending::Denied | Ending::Refused => ExitCode::from(3),
-        Ending::StepBudget | Ending::TimeBudget => ExitCode::from(4),
-        Ending::Failed => ExitCode::FAILURE,
+        Ending::Finished => 0,
+        Ending::Failed => 1,
+        Ending::Denied | Ending::Refused => 3,
+        Ending::StepBudget | Ending::TimeBudget => 4,
+        Ending::NoFinalAnswer => 6,
+        Ending::Interrupted => 130,
     }
+}
+
+fn exit_for(ending: Ending) -> ExitCode {
+    ExitCode::from(exit_status(ending))
 }
 
 /// Spawns the Ctrl-C watcher: the first Ctrl-C stops the run between

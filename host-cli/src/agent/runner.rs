@@ -90,6 +90,10 @@ pub enum Ending {
     Interrupted,
     /// Something broke (model, daemon, unknown outcome).
     Failed,
+    /// The model ended its turn without a final answer and without a tool
+    /// call: only commentary, an unfinished message, or nothing. The
+    /// official SDK's runner rejects such a response; so do we.
+    NoFinalAnswer,
 }
 
 impl Ending {
@@ -273,6 +277,38 @@ pub fn apply_budget(items: &mut [Value], budget: ContextBudget) {
         }
         images -= 1;
     }
+}
+
+/// How a response without tool calls ends the run: with its final answer,
+/// or — when it holds none (only commentary, an unfinished message, or
+/// nothing at all) — as [`Ending::NoFinalAnswer`].
+fn turn_end(resp: &wire::ModelResponse) -> (Ending, String) {
+    let mut answers = Vec::new();
+    let mut other = Vec::new();
+    for item in &resp.items {
+        if let OutputItem::Message { text, final_answer } = item {
+            if *final_answer {
+                answers.push(text.as_str());
+            } else if !text.is_empty() {
+                other.push(text.as_str());
+            }
+        }
+    }
+    if !answers.is_empty() {
+        let text: Vec<&str> = answers.into_iter().filter(|t| !t.is_empty()).collect();
+        return (Ending::Finished, text.join("\n"));
+    }
+    let mut message =
+        String::from("the model ended its turn without a final answer and without a tool call");
+    if let Some(p) = &resp.problem {
+        message.push_str(&format!(" (the response is {p})"));
+    }
+    if !other.is_empty() {
+        let said = other.join("\n");
+        let said: String = said.chars().take(500).collect();
+        message.push_str(&format!("; it said only: {said}"));
+    }
+    (Ending::NoFinalAnswer, message)
 }
 
 /// What the model is told when the daemon refused or stopped a call.
@@ -540,18 +576,11 @@ impl<'a> Runner<'a> {
                     )
                 })
                 .count();
-            let text: Vec<&str> = resp
-                .items
-                .iter()
-                .filter_map(|i| match i {
-                    OutputItem::Message { text } if !text.is_empty() => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
             if calls == 0 {
                 self.recorder.sync()?;
                 overhead.push((ms(t_step.elapsed()) - model_ms).max(0.0));
-                return self.finish(Ending::Finished, text.join("\n"), step, usage, overhead);
+                let (ending, message) = turn_end(&resp);
+                return self.finish(ending, message, step, usage, overhead);
             }
             if step >= self.opts.max_steps {
                 // Rule 13: the last allowed request cannot start effects.

@@ -43,8 +43,15 @@ pub struct Usage {
 /// One output item we act on.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OutputItem {
-    /// An assistant message (its text parts joined).
-    Message { text: String },
+    /// An assistant message (its text and refusal parts joined).
+    Message {
+        text: String,
+        /// Whether it can end a turn: `completed` (or no status given) and
+        /// not marked `phase: commentary` (intermediate commentary is not
+        /// an answer; the official SDK's runner rejects a response whose
+        /// only messages are commentary).
+        final_answer: bool,
+    },
     /// A computer call: the raw action objects, in order (one for the
     /// preview shape), read leniently later.
     ComputerCall {
@@ -89,7 +96,11 @@ fn text_of(v: &Value) -> String {
         .map(|parts| {
             parts
                 .iter()
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .filter_map(|p| {
+                    p.get("text")
+                        .or_else(|| p.get("refusal"))
+                        .and_then(Value::as_str)
+                })
                 .collect::<Vec<_>>()
                 .join("")
         })
@@ -105,7 +116,14 @@ fn parse_item(v: &Value) -> Result<OutputItem, Malformed> {
             .ok_or_else(|| Malformed(format!("a {kind} item without a string `{name}`")))
     };
     Ok(match kind {
-        "message" => OutputItem::Message { text: text_of(v) },
+        "message" => OutputItem::Message {
+            text: text_of(v),
+            final_answer: v
+                .get("status")
+                .and_then(Value::as_str)
+                .is_none_or(|s| s == "completed")
+                && v.get("phase").and_then(Value::as_str) != Some("commentary"),
+        },
         "computer_call" => {
             let call_id = str_field("call_id")?;
             let actions = match (v.get("actions"), v.get("action")) {
@@ -344,7 +362,8 @@ mod tests {
         assert_eq!(
             r.items[3],
             OutputItem::Message {
-                text: "done".into()
+                text: "done".into(),
+                final_answer: true,
             }
         );
         assert_eq!(
@@ -356,6 +375,31 @@ mod tests {
             })
         );
         assert!(r.problem.is_none());
+    }
+
+    #[test]
+    fn commentary_and_unfinished_messages_are_not_final_answers() {
+        let msg = |extra: Value| {
+            let mut m = json!({"type": "message", "id": "m", "role": "assistant",
+                               "content": [{"type": "output_text", "text": "t", "annotations": []}]});
+            for (k, v) in extra.as_object().unwrap() {
+                m[k] = v.clone();
+            }
+            let r = parse_response(&json!({"id": "r", "output": [m]})).unwrap();
+            match &r.items[0] {
+                OutputItem::Message { final_answer, .. } => *final_answer,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(msg(json!({"status": "completed"})));
+        assert!(msg(json!({"status": "completed", "phase": "final_answer"})));
+        assert!(msg(json!({"status": "completed", "phase": null})));
+        assert!(msg(json!({})));
+        assert!(!msg(json!({"status": "completed", "phase": "commentary"})));
+        assert!(!msg(json!({"status": "incomplete"})));
+        assert!(!msg(
+            json!({"status": "in_progress", "phase": "final_answer"})
+        ));
     }
 
     #[test]
