@@ -34,7 +34,7 @@ test: deps
 ## guest-image: build the guest's binaries and the image (guest-image/build.sh, offline, skipped when up to date)
 .PHONY: guest-image
 guest-image:
-	$(CARGO) build --release --locked -p sandtopd -p sandtop-demo -p sandtop-tests
+	$(CARGO) build --release --locked -p sandtopd -p sandtop-demo -p sandtop-probe
 	./guest-image/build.sh
 
 ## guest: build the guest image (works offline), install host-cli and sandtopd into ~/.cargo/bin (one release build)
@@ -46,12 +46,12 @@ guest:
 .PHONY: lint
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets --all-features -- -D warnings
 
 ## bench: sandtopd's side-by-side latency figures on a fresh Xvfb (see BENCHMARKS.md)
 .PHONY: bench
 bench: deps
-	$(CARGO) build --release --locked -p sandtopd
+	$(CARGO) build --release --locked -p sandtopd --features bench
 	./target/release/sandtopd bench
 
 ## clean: remove build output

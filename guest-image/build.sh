@@ -3,7 +3,7 @@
 # guest-image/ and three prebuilt binaries. It does not run cargo: build the
 # binaries first (`make guest-image` does), e.g.
 #
-#   cargo build --release --locked -p sandtopd -p sandtop-demo -p sandtop-tests
+#   cargo build --release --locked -p sandtopd -p sandtop-demo -p sandtop-probe
 #   guest-image/build.sh
 #
 # Environment (all optional):
@@ -106,7 +106,7 @@ docker version --format '{{.Server.Version}}' >/dev/null 2>&1 ||
 [[ -f "$DEMO_BIN" ]] ||
     die "sandtop-demo binary not found at $DEMO_BIN (build it: cargo build --release --locked -p sandtop-demo, or set DEMO_BIN)"
 [[ -f "$PROBE_BIN" ]] ||
-    die "sandtop-probe binary not found at $PROBE_BIN (build it: cargo build --release --locked -p sandtop-tests, or set PROBE_BIN)"
+    die "sandtop-probe binary not found at $PROBE_BIN (build it: cargo build --release --locked -p sandtop-probe, or set PROBE_BIN)"
 mapfile -t PACKAGES < <(read_packages)
 ((${#PACKAGES[@]} > 0)) || die "$PACKAGES_FILE lists no package"
 

@@ -29,7 +29,7 @@ phase() {
 
 cd "$ROOT"
 phase "building sandtopd, sandtop-demo, sandtop-probe and host-cli (one release build)"
-"$CARGO" build --release --locked -p sandtopd -p sandtop-demo -p sandtop-tests -p host-cli
+"$CARGO" build --release --locked -p sandtopd -p sandtop-demo -p sandtop-probe -p host-cli
 
 phase "building the guest image (guest-image/build.sh)"
 ./guest-image/build.sh

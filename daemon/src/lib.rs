@@ -21,6 +21,7 @@
 //!    (`capture`), and replies; held input is always released first.
 
 pub mod api;
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod cancel;
 pub mod capture;

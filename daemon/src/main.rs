@@ -26,6 +26,8 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once at start: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     /// Serve the API for one display (start Xvfb with --xvfb, or attach).
     Serve(ServeArgs),
@@ -42,7 +44,8 @@ enum Command {
         socket: PathBuf,
     },
     /// Side-by-side latency figures against xdotool, ImageMagick and scrot,
-    /// on a fresh Xvfb.
+    /// on a fresh Xvfb (built with `--features bench`: `make bench`).
+    #[cfg(feature = "bench")]
     Bench(sandtopd::bench::BenchArgs),
 }
 
@@ -122,6 +125,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve(args).await,
             Command::Health { socket } => health(socket).await,
             Command::Connect { socket } => connect(socket).await,
+            #[cfg(feature = "bench")]
             Command::Bench(args) => sandtopd::bench::run(args).await,
         }
     });

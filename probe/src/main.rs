@@ -6,18 +6,18 @@
 //! value (environment variable *names* only) and needs no privileges.
 //!
 //! Modes:
-//! - `sandtop-probe [--gateway IP]`: the facts (identity, capabilities,
+//! - `sandtop-probe [facts] [--gateway IP]`: the facts (identity, capabilities,
 //!   no_new_privs, seccomp, setuid/setgid files on the root filesystem,
 //!   sudo and compilers, mounts and tmpfs options, noexec in effect, cgroup
 //!   limits, docker.sock, device nodes, X on TCP, network reach, environment
 //!   names, extra files in /run/sandtop, PID 1, zombies).
 //! - `sandtop-probe orphans`: leaves an orphan to PID 1, then reports
 //!   whether any zombie is left after it exited (C8).
-//! - `sandtop-probe fork-bomb [MAX]`: starts `sleep` processes until the
-//!   kernel refuses (the pids limit), reports how many, kills them (C7).
-//! - `sandtop-probe hog MIB`: touches MIB mebibytes of memory; expected to
-//!   be killed by the memory limit first (C7).
 //! - `sandtop-probe ps`: the processes (pid, uid, state, comm, argv0).
+//!
+//! It is not a weapon: the stress the E tier puts on a guest (a fork bomb,
+//! a memory hog) is test-only shell the tests run through exec, and does
+//! not ship in the image.
 
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -28,25 +28,33 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+/// Read-only facts about the guest, from inside, as JSON.
+#[derive(Debug, clap::Parser)]
+#[command(name = "sandtop-probe", version)]
+struct Args {
+    /// The egress gateway to try to reach (facts: network reach).
+    #[arg(long, global = true)]
+    gateway: Option<String>,
+    #[command(subcommand)]
+    mode: Option<Mode>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Mode {
+    /// The facts (the default).
+    Facts,
+    /// Leaves an orphan to PID 1 and reports whether a zombie is left.
+    Orphans,
+    /// The processes (pid, ppid, uid, state, comm, argv0).
+    Ps,
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let out = match args.first().map(String::as_str) {
-        None | Some("--gateway") | Some("facts") => {
-            let gateway = args
-                .iter()
-                .position(|a| a == "--gateway")
-                .and_then(|i| args.get(i + 1))
-                .cloned();
-            facts(gateway.as_deref())
-        }
-        Some("orphans") => orphans(),
-        Some("fork-bomb") => fork_bomb(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(4096)),
-        Some("hog") => hog(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(4096)),
-        Some("ps") => json!({ "processes": processes() }),
-        Some(other) => {
-            eprintln!("sandtop-probe: unknown mode {other:?} (facts, orphans, fork-bomb, hog, ps)");
-            return ExitCode::from(2);
-        }
+    let args = <Args as clap::Parser>::parse();
+    let out = match args.mode.unwrap_or(Mode::Facts) {
+        Mode::Facts => facts(args.gateway.as_deref()),
+        Mode::Orphans => orphans(),
+        Mode::Ps => json!({ "processes": processes() }),
     };
     println!("{out}");
     ExitCode::SUCCESS
@@ -612,54 +620,4 @@ fn orphans() -> Value {
         "zombies": zombies(),
         "pid1": cmdline(1),
     })
-}
-
-/// Starts processes until the kernel refuses one; kills them again.
-fn fork_bomb(max: usize) -> Value {
-    let t = Instant::now();
-    let mut children = Vec::new();
-    let mut refused = None;
-    while children.len() < max {
-        match Command::new("/bin/sleep")
-            .arg("60")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-        {
-            Ok(c) => children.push(c),
-            Err(e) => {
-                refused = Some(e.to_string());
-                break;
-            }
-        }
-        if t.elapsed() > Duration::from_secs(60) {
-            break;
-        }
-    }
-    let started = children.len();
-    for c in &mut children {
-        let _ = c.kill();
-    }
-    for c in &mut children {
-        let _ = c.wait();
-    }
-    json!({ "started": started, "refused": refused, "ms": t.elapsed().as_millis() as u64 })
-}
-
-/// Touches `mib` MiB, 1 MiB at a time, reporting progress on stderr.
-fn hog(mib: usize) -> Value {
-    let mut held: Vec<Vec<u8>> = Vec::new();
-    for i in 0..mib {
-        let mut v = vec![0u8; 1 << 20];
-        for b in v.iter_mut().step_by(4096) {
-            *b = (i % 251) as u8 + 1;
-        }
-        held.push(v);
-        if i % 64 == 0 {
-            eprintln!("hog: {i} MiB");
-        }
-    }
-    let sum: u64 = held.iter().map(|v| u64::from(v[0])).sum();
-    json!({ "held_mib": held.len(), "checksum": sum })
 }
