@@ -356,7 +356,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let n = args.iterations.max(5);
     let pn = args.peer_iterations.max(3);
     eprintln!("bench: starting Xvfb {screen}");
-    let (mut xvfb, display) = supervise::start_xvfb(&args.xvfb_path, None, screen)
+    let (mut xvfb, display) = supervise::start_xvfb(&args.xvfb_path, None, screen, None)
         .await
         .context("starting Xvfb (install it with `make deps`)")?;
     let _scene = paint(&display, screen).context("painting the scene")?;

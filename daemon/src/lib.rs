@@ -33,3 +33,4 @@ pub mod ratelimit;
 pub mod relay;
 pub mod supervise;
 pub mod token;
+pub mod xauth;

@@ -67,6 +67,11 @@ struct ServeArgs {
     /// The X display (`:N`). With --xvfb and no display, a free one is picked.
     #[arg(long)]
     display: Option<String>,
+    /// With --xvfb: write a fresh X authority file here (mode 0600) and
+    /// start Xvfb with access control, so only clients holding the cookie
+    /// (XAUTHORITY=this file) reach the display. The local backend uses it.
+    #[arg(long, value_name = "PATH")]
+    xauth_file: Option<PathBuf>,
     /// Screen size for --xvfb.
     #[arg(long, default_value = "1280x800", value_parser = parse_size)]
     screen: Size,
@@ -163,14 +168,29 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         screen: args.screen,
         xvfb: args.xvfb_path.clone(),
         wm: wm_argv.clone(),
+        xauth: None,
     };
+    let mut config = config;
+    if let Some(path) = &args.xauth_file {
+        anyhow::ensure!(
+            args.xvfb,
+            "--xauth-file needs --xvfb (it sets up the Xvfb it starts)"
+        );
+        let xauth = sandtopd::xauth::XAuth::create(path)
+            .with_context(|| format!("writing the X authority file {}", path.display()))?;
+        config.xauth = Some(xauth.path().to_path_buf());
+    }
 
     // 1. The display.
     let (xvfb, display) = if args.xvfb {
-        let (child, name) =
-            supervise::start_xvfb(&config.xvfb, config.display.as_deref(), config.screen)
-                .await
-                .context("starting Xvfb")?;
+        let (child, name) = supervise::start_xvfb(
+            &config.xvfb,
+            config.display.as_deref(),
+            config.screen,
+            config.xauth.as_deref(),
+        )
+        .await
+        .context("starting Xvfb")?;
         (Some(child), name)
     } else {
         let d = args
@@ -184,9 +204,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .wm_expected
         .store(wm_argv.is_some(), Ordering::Release);
     let wm = match &wm_argv {
-        Some(argv) => {
-            Some(supervise::start_wm(argv, &display).context("starting the window manager")?)
-        }
+        Some(argv) => Some(
+            supervise::start_wm(argv, &display, config.xauth.as_deref())
+                .context("starting the window manager")?,
+        ),
         None => None,
     };
 

@@ -131,6 +131,9 @@ pub struct DisplayConfig {
     pub xvfb: PathBuf,
     /// The window manager's argv (no shell), when one is supervised.
     pub wm: Option<Vec<String>>,
+    /// The X authority file Xvfb checks clients against (`-auth`), and
+    /// that the window manager is given as `XAUTHORITY` (see [`crate::xauth`]).
+    pub xauth: Option<PathBuf>,
 }
 
 fn scrub(cmd: &mut Command) {
@@ -171,10 +174,15 @@ pub async fn start_xvfb(
     xvfb: &std::path::Path,
     display: Option<&str>,
     screen: Size,
+    xauth: Option<&std::path::Path>,
 ) -> Result<(Child, String), DisplayError> {
     let mut cmd = Command::new(xvfb);
     if let Some(d) = display {
         cmd.arg(d);
+    }
+    if let Some(a) = xauth {
+        // Access control: only clients with the session's cookie.
+        cmd.arg("-auth").arg(a);
     }
     cmd.args(["-screen", "0"])
         .arg(format!("{}x{}x24", screen.width, screen.height))
@@ -224,15 +232,21 @@ pub async fn start_xvfb(
 }
 
 /// Starts the window manager on `display`.
-pub fn start_wm(argv: &[String], display: &str) -> Result<Child, DisplayError> {
+pub fn start_wm(
+    argv: &[String],
+    display: &str,
+    xauth: Option<&std::path::Path>,
+) -> Result<Child, DisplayError> {
     let (prog, args) = argv.split_first().ok_or_else(|| DisplayError::Spawn {
         what: "the window manager".into(),
         source: std::io::Error::other("empty command"),
     })?;
     let mut cmd = Command::new(prog);
-    cmd.args(args)
-        .env("DISPLAY", display)
-        .stdin(Stdio::null())
+    cmd.args(args).env("DISPLAY", display);
+    if let Some(a) = xauth {
+        cmd.env("XAUTHORITY", a);
+    }
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
@@ -264,7 +278,7 @@ fn monitor(display: &DisplayName, health: &DisplayHealth, stop: &AtomicBool) {
     let mut conn: Option<(RustConnection, usize, u32)> = None;
     while !stop.load(Ordering::Acquire) {
         if conn.is_none() {
-            conn = RustConnection::connect(Some(&display.get()))
+            conn = crate::xauth::connect(Some(&display.get()))
                 .ok()
                 .and_then(|(c, screen)| {
                     let atom = c
@@ -397,7 +411,7 @@ impl Supervisor {
 
     fn start_wm(&mut self) {
         if let Some(argv) = &self.config.wm {
-            match start_wm(argv, &self.display.get()) {
+            match start_wm(argv, &self.display.get(), self.config.xauth.as_deref()) {
                 Ok(c) => self.wm = Some(c),
                 Err(e) => tracing::error!(error = %e, "cannot start the window manager"),
             }
@@ -418,11 +432,25 @@ impl Supervisor {
         // The same display number first, so clients keep their DISPLAY; if
         // something else took it meanwhile, any free number.
         let same = self.display.get();
-        let started = match start_xvfb(&self.config.xvfb, Some(&same), self.config.screen).await {
+        let xauth = self.config.xauth.clone();
+        let started = match start_xvfb(
+            &self.config.xvfb,
+            Some(&same),
+            self.config.screen,
+            xauth.as_deref(),
+        )
+        .await
+        {
             Ok(r) => Ok(r),
             Err(e) => {
                 tracing::warn!(error = %e, display = %same, "cannot restart on the same display; picking a free one");
-                start_xvfb(&self.config.xvfb, None, self.config.screen).await
+                start_xvfb(
+                    &self.config.xvfb,
+                    None,
+                    self.config.screen,
+                    xauth.as_deref(),
+                )
+                .await
             }
         };
         match started {

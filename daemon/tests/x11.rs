@@ -32,6 +32,15 @@ struct Daemon {
 
 impl Daemon {
     fn spawn(args: &[&str]) -> Daemon {
+        Daemon::spawn_with_log(args, None)
+    }
+
+    /// Like [`Daemon::spawn`], its log (info level) going to `log`.
+    fn spawn_logged(args: &[&str], log: &Path) -> Daemon {
+        Daemon::spawn_with_log(args, Some(log))
+    }
+
+    fn spawn_with_log(args: &[&str], log: Option<&Path>) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("sandtopd.sock");
         let token_file = dir.path().join("token");
@@ -44,8 +53,21 @@ impl Daemon {
             .args(args)
             .env(
                 "RUST_LOG",
-                std::env::var("SANDTOP_TEST_DAEMON_LOG").unwrap_or_else(|_| "warn".into()),
+                match log {
+                    Some(_) => "info".into(),
+                    None => {
+                        std::env::var("SANDTOP_TEST_DAEMON_LOG").unwrap_or_else(|_| "warn".into())
+                    }
+                },
             )
+            .stdout(match log {
+                Some(p) => Stdio::from(std::fs::File::create(p).unwrap()),
+                None => Stdio::inherit(),
+            })
+            .stderr(match log {
+                Some(p) => Stdio::from(std::fs::OpenOptions::new().append(true).open(p).unwrap()),
+                None => Stdio::inherit(),
+            })
             .stdin(Stdio::null())
             // Its own process group, so that dropping the test kills the
             // daemon's Xvfb and window manager too.
@@ -827,3 +849,92 @@ async fn sigterm_drains_the_request_in_flight_and_exits_zero() {
 
 #[path = "x11/order.rs"]
 mod order;
+
+/// docs/security.md H6: with `--xauth-file` (what the local backend
+/// passes), the Xvfb the daemon starts admits only clients holding the
+/// session's cookie: not another account, not even root without it; the
+/// daemon itself and its window manager work.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_an_xauth_file_only_cookie_holders_reach_the_display() {
+    use std::os::unix::fs::PermissionsExt as _;
+    if !skip::have("Xvfb") || !skip::have("xdpyinfo") || !skip::have("openbox") {
+        skip::skip(
+            "x11",
+            "Xvfb, xdpyinfo or openbox is missing (make deps installs them)",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let xauth = dir.path().join("xauthority");
+    // A file left by an earlier run is replaced, not trusted.
+    std::fs::write(&xauth, b"stale").unwrap();
+    let log = dir.path().join("daemon.log");
+    let d = Daemon::spawn_logged(
+        &[
+            "--xvfb",
+            "--screen",
+            "640x480",
+            "--wm",
+            "openbox",
+            "--xauth-file",
+            xauth.to_str().unwrap(),
+        ],
+        &log,
+    );
+    let h = wait_health(&d, |h| h["status"] == "ok", LONG).await;
+    assert_eq!(
+        h["window_manager"], true,
+        "openbox reached the display: {h}"
+    );
+    let mode = std::fs::metadata(&xauth).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // The display's name, from the daemon's log line.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let display = text
+        .split("x_display=")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .map(|s| s.trim_matches('"').to_string())
+        .expect("the daemon logs its X display");
+    let xdpyinfo = |env_xauth: Option<&Path>, as_nobody: bool| {
+        let mut c = if as_nobody {
+            let mut c = Command::new("setpriv");
+            c.args([
+                "--reuid",
+                "65534",
+                "--regid",
+                "65534",
+                "--clear-groups",
+                "xdpyinfo",
+            ]);
+            c
+        } else {
+            Command::new("xdpyinfo")
+        };
+        c.args(["-display", &display])
+            .env_remove("XAUTHORITY")
+            .env("HOME", "/nonexistent")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(p) = env_xauth {
+            c.env("XAUTHORITY", p);
+        }
+        c.status().unwrap().success()
+    };
+    assert!(
+        xdpyinfo(Some(&xauth), false),
+        "the cookie holder is refused"
+    );
+    assert!(!xdpyinfo(None, false), "a client without the cookie got in");
+    let is_root = rustix::process::getuid().is_root();
+    if is_root {
+        assert!(!xdpyinfo(None, true), "another account got in");
+    } else {
+        eprintln!("SKIP x11: the other-account case needs root (setpriv)");
+    }
+    // Input and capture still work through the daemon's own connection.
+    let body = d
+        .act(json!([{"type": "move", "x": 10, "y": 10}]), None)
+        .await;
+    assert_eq!(body["executed"], 1, "{body}");
+}

@@ -98,7 +98,12 @@ impl Backend for LocalBackend {
             .arg("--socket")
             .arg(dir.socket_path())
             .arg("--token-file")
-            .arg(dir.token_path());
+            .arg(dir.token_path())
+            // X access control: only holders of the session's cookie (this
+            // file, beside the socket in the 0700 session folder) reach
+            // the display; no other local account.
+            .arg("--xauth-file")
+            .arg(dir.socket_path().with_file_name("xauthority"));
         if which("openbox").is_some() {
             cmd.args(["--wm", "openbox"]);
         } else {

@@ -74,7 +74,7 @@ impl X11Driver {
     /// checks what the server offers. XTEST is required; the rest degrade.
     pub fn connect(display: Option<&str>) -> Result<X11Driver, DriverError> {
         let (conn, screen_num) =
-            RustConnection::connect(display).map_err(|e| DriverError::Display(e.to_string()))?;
+            crate::xauth::connect(display).map_err(|e| DriverError::Display(e.to_string()))?;
         let setup = conn.setup();
         let screen = setup
             .roots
