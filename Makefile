@@ -42,11 +42,18 @@ guest-image:
 guest:
 	@CARGO="$(CARGO)" ./scripts/guest.sh
 
-## lint: rustfmt check and clippy with warnings denied
+## lint: rustfmt check, clippy with warnings denied, cargo-deny (licences, bans, sources; deny.toml)
 .PHONY: lint
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --workspace --all-targets --all-features -- -D warnings
+	@command -v cargo-deny >/dev/null 2>&1 || $(CARGO) install --locked cargo-deny --version 0.20.2
+	$(CARGO) deny --locked check licenses bans sources
+
+## deny-advisories: cargo-deny's RustSec advisories (needs the advisory database from GitHub)
+.PHONY: deny-advisories
+deny-advisories:
+	$(CARGO) deny --locked check advisories
 
 ## bench: sandtopd's side-by-side latency figures on a fresh Xvfb (see BENCHMARKS.md)
 .PHONY: bench
