@@ -61,6 +61,12 @@ struct Fx {
 }
 
 async fn fx(mode: &str, allow_private: &[&str]) -> Fx {
+    fx_with(mode, allow_private, None).await
+}
+
+/// `host`: this host's addresses as the proxy should see them (None: the
+/// real ones).
+async fn fx_with(mode: &str, allow_private: &[&str], host: Option<Vec<IpAddr>>) -> Fx {
     let origin = origin_server().await;
     let lo: IpAddr = "127.0.0.1".parse().unwrap();
     let mut resolver = Resolver::default();
@@ -75,6 +81,22 @@ async fn fx(mode: &str, allow_private: &[&str]) -> Fx {
     resolver
         .fixed
         .insert("meta.test".into(), vec!["169.254.169.254".parse().unwrap()]);
+    for (name, ip) in [
+        // Forms of IPv6 that carry an IPv4 address.
+        ("mapped.test", "::ffff:127.0.0.1"),
+        ("compat.test", "::127.0.0.1"),
+        ("sixtofour.test", "2002:7f00:1::1"),
+        ("nat64.test", "64:ff9b::7f00:1"),
+        ("teredo.test", "2001:0:808:808::80ff:fffe"),
+        ("meta64.test", "64:ff9b::a9fe:a9fe"),
+        ("sitelocal.test", "fec0::1"),
+        // A global address (never connected to: every test refuses it).
+        ("self.test", "93.184.216.34"),
+    ] {
+        resolver
+            .fixed
+            .insert(name.into(), vec![ip.parse().unwrap()]);
+    }
     let journal = Arc::new(Mutex::new(Vec::new()));
     let j = Arc::clone(&journal);
     let policy = Policy {
@@ -84,11 +106,15 @@ async fn fx(mode: &str, allow_private: &[&str]) -> Fx {
             .unwrap(),
         allow_private: allow_private.iter().map(|c| c.parse().unwrap()).collect(),
     };
-    let state = Arc::new(Proxy::new(
+    let mut state = Proxy::new(
         policy,
         resolver,
         Arc::new(move |v| j.lock().unwrap().push(v)),
-    ));
+    );
+    if let Some(h) = host {
+        state = state.with_host_addresses(h);
+    }
+    let state = Arc::new(state);
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = l.local_addr().unwrap();
     tokio::spawn(proxy::serve_tcp(Arc::clone(&state), l));
@@ -204,6 +230,121 @@ async fn n3_private_addresses_need_an_explicit_range_and_metadata_never_passes()
     );
 }
 
+#[tokio::test]
+async fn n3_addresses_carrying_a_refused_ipv4_address_are_refused() {
+    // 127.0.0.0/8 and ::/0 listed: only what the IPv6 forms carry can
+    // refuse them.
+    let f = fx(
+        "allow:http://mapped.test,http://compat.test,http://sixtofour.test,http://nat64.test,http://teredo.test,http://meta64.test,http://sitelocal.test",
+        &["::/0"],
+    )
+    .await;
+    for (name, carried) in [
+        ("mapped.test", "127.0.0.1"),
+        ("compat.test", "127.0.0.1"),
+        ("sixtofour.test", "127.0.0.1"),
+        ("nat64.test", "127.0.0.1"),
+        ("teredo.test", "127.0.0.1"),
+    ] {
+        let r = raw(
+            f.proxy,
+            &format!("GET http://{name}/ HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(
+            r.starts_with("HTTP/1.1 403")
+                && r.contains(&format!("which carries the non-public address {carried}")),
+            "{name}: {r}"
+        );
+    }
+    let r = raw(
+        f.proxy,
+        "GET http://meta64.test/ HTTP/1.1\r\nHost: meta64.test\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(
+        r.starts_with("HTTP/1.1 403") && r.contains("metadata address 169.254.169.254"),
+        "{r}"
+    );
+    // Without ::/0, the site-local range is refused as such.
+    let f = fx("allow:http://sitelocal.test", &[]).await;
+    let r = raw(
+        f.proxy,
+        "GET http://sitelocal.test/ HTTP/1.1\r\nHost: sitelocal.test\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(
+        r.starts_with("HTTP/1.1 403") && r.contains("non-public address fec0::1 (Site-Local"),
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn n4_an_address_of_this_host_is_refused_even_when_public() {
+    // The proxy is told that 93.184.216.34 is one of this host's
+    // addresses (as on a server with a public interface).
+    let host: Vec<IpAddr> = vec!["93.184.216.34".parse().unwrap()];
+    let f = fx_with("allow:http://self.test", &[], Some(host)).await;
+    let r = raw(
+        f.proxy,
+        "GET http://self.test/ HTTP/1.1\r\nHost: self.test\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(
+        r.starts_with("HTTP/1.1 403")
+            && r.contains("93.184.216.34")
+            && r.contains("an address of this host"),
+        "{r}"
+    );
+    let journalled = f.journal.lock().unwrap().iter().any(|e| {
+        e["decision"] == "denied"
+            && e["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("an address of this host"))
+    });
+    assert!(journalled);
+    // With the real interfaces: 127.0.0.1 is one of them, so a listed
+    // 127.0.0.0/8 is the only way it passes (the fixture's requests do).
+    let real = host_cli::egress::policy::host_addresses().unwrap();
+    assert!(real.contains(&"127.0.0.1".parse().unwrap()), "{real:?}");
+}
+
+#[tokio::test]
+async fn n2_more_than_one_host_header_is_refused() {
+    let f = fx(ALLOW, &["127.0.0.0/8"]).await;
+    let port = f.origin.port();
+    for second in ["allowed.test", "blocked.test"] {
+        let r = raw(
+            f.proxy,
+            &format!("GET http://allowed.test:{port}/two-hosts HTTP/1.1\r\nHost: allowed.test:{port}\r\nHost: {second}:{port}\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(
+            r.starts_with("HTTP/1.1 400") && r.contains("more than one Host header"),
+            "{second}: {r}"
+        );
+        let r = raw(
+            f.proxy,
+            &format!("CONNECT allowed.test:{port} HTTP/1.1\r\nHost: allowed.test:{port}\r\nHost: {second}:{port}\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(
+            r.starts_with("HTTP/1.1 400") && r.contains("more than one Host header"),
+            "{second}: {r}"
+        );
+    }
+    let refusals = f
+        .journal
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e["reason"] == "more than one Host header")
+        .count();
+    assert_eq!(refusals, 4, "every refusal is journalled");
+    // The control: one Host header passes.
+    assert!(get(&f, "allowed.test").await.starts_with("HTTP/1.1 200"));
+}
+
 fn client_hello(sni: &str) -> Vec<u8> {
     let mut body = vec![0x03, 0x03];
     body.extend_from_slice(&[9u8; 32]);
@@ -217,6 +358,8 @@ fn client_hello(sni: &str) -> Vec<u8> {
     let mut ext = vec![0, 0];
     ext.extend_from_slice(&(list.len() as u16).to_be_bytes());
     ext.extend_from_slice(&list);
+    // supported_versions (TLS 1.3), signature_algorithms (rsa_pss_rsae_sha256).
+    ext.extend_from_slice(&[0, 0x2b, 0, 3, 2, 3, 4, 0, 0x0d, 0, 4, 0, 2, 8, 4]);
     body.extend_from_slice(&(ext.len() as u16).to_be_bytes());
     body.extend_from_slice(&ext);
     let mut hs = vec![1, 0, (body.len() >> 8) as u8, body.len() as u8];
@@ -226,9 +369,29 @@ fn client_hello(sni: &str) -> Vec<u8> {
     rec
 }
 
+/// The same ClientHello, its handshake message split across two TLS
+/// records.
+fn client_hello_in_two_records(sni: &str) -> Vec<u8> {
+    let one = client_hello(sni);
+    let msg = &one[5..];
+    let cut = msg.len() / 2;
+    let mut out = Vec::new();
+    for part in [&msg[..cut], &msg[cut..]] {
+        out.extend_from_slice(&[0x16, 3, 1]);
+        out.extend_from_slice(&(part.len() as u16).to_be_bytes());
+        out.extend_from_slice(part);
+    }
+    out
+}
+
 /// CONNECTs, sends a ClientHello naming `sni`, returns what comes back
 /// after the proxy's answer.
 async fn tunnel(f: &Fx, host: &str, sni: &str) -> (String, Vec<u8>) {
+    tunnel_with(f, host, &client_hello(sni), false).await
+}
+
+/// CONNECTs and sends `hello` (one byte per write when `bytewise`).
+async fn tunnel_with(f: &Fx, host: &str, hello: &[u8], bytewise: bool) -> (String, Vec<u8>) {
     let port = f.origin.port();
     let mut s = TcpStream::connect(f.proxy).await.unwrap();
     s.write_all(
@@ -242,8 +405,16 @@ async fn tunnel(f: &Fx, host: &str, sni: &str) -> (String, Vec<u8>) {
     if !head.starts_with("HTTP/1.1 200") {
         return (head, Vec::new());
     }
-    let hello = client_hello(sni);
-    s.write_all(&hello).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    if bytewise {
+        for b in hello {
+            s.write_all(std::slice::from_ref(b)).await.unwrap();
+            s.flush().await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    } else {
+        s.write_all(hello).await.unwrap();
+    }
     let mut back = Vec::new();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), s.read_to_end(&mut back)).await;
     (head, back)
@@ -271,6 +442,35 @@ async fn n2_connect_tunnels_only_to_the_named_server() {
             .is_some_and(|r| r.contains("TLS server name"))
     });
     assert!(mismatch, "the SNI refusal is journalled");
+}
+
+#[tokio::test]
+async fn n2_a_client_hello_in_pieces_and_records_is_judged_whole() {
+    let f = fx(ALLOW, &["127.0.0.0/8"]).await;
+    // One byte per write, the hello split across two TLS records: the
+    // proxy reads the server name and forwards exactly what was sent.
+    let two = client_hello_in_two_records("allowed.test");
+    let (head, back) = tunnel_with(&f, "allowed.test", &two, true).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(back, two, "the hello reached the origin unchanged");
+    // The same with another server name is cut, with nothing forwarded.
+    let two = client_hello_in_two_records("blocked.test");
+    let (head, back) = tunnel_with(&f, "allowed.test", &two, true).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(back.is_empty(), "bytes flowed for a mismatched SNI");
+    // Not TLS at all: cut.
+    let (_, back) = tunnel_with(&f, "allowed.test", b"GET / HTTP/1.1\r\n\r\n", false).await;
+    assert!(back.is_empty());
+    let reasons: Vec<String> = f
+        .journal
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["reason"].as_str().map(str::to_string))
+        .filter(|r| r.contains("TLS server name"))
+        .collect();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(reasons[0].contains("blocked.test"), "{reasons:?}");
 }
 
 #[tokio::test]

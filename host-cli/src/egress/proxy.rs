@@ -5,15 +5,19 @@
 //!    `https://host:port`; an absolute-form `http://host:port/...` request
 //!    is `http://host:port`. Anything else (`https://` without CONNECT,
 //!    origin-form requests) is refused.
-//! 2. A `Host` header that disagrees with the target is refused.
+//! 2. More than one `Host` header is refused (400, RFC 9112 §3.2), and so
+//!    is a `Host` header that disagrees with the target.
 //! 3. The policy judges the origin: listed, denied, an IP literal, or (in
 //!    ask mode) a question to the operator, who answers approve, deny or
 //!    cancel (no operator, or no answer in time: deny). Answers last for
 //!    the session.
-//! 4. The proxy resolves the name itself and judges every address (private
-//!    ranges, metadata); it then connects to exactly those addresses.
-//! 5. For CONNECT it answers 200, reads the TLS ClientHello and refuses a
-//!    server name (SNI) that is not the CONNECT host, then splices bytes.
+//! 4. The proxy resolves the name itself and judges every address (the
+//!    refused ranges, this host's own addresses, metadata); it then
+//!    connects to exactly those addresses.
+//! 5. For CONNECT it answers 200, reads the TLS ClientHello with rustls'
+//!    [`Acceptor`] (in pieces of any size, across TLS records) and refuses
+//!    a server name (SNI) that is not the CONNECT host, then forwards the
+//!    bytes it read, unchanged, and splices.
 //!    For HTTP it forwards the request in origin form and streams the
 //!    response back.
 //!
@@ -35,7 +39,9 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
-use super::policy::{Host, Origin, Policy, Scheme, Verdict, split_host_port};
+use rustls::server::Acceptor;
+
+use super::policy::{Host, Origin, Policy, Scheme, Verdict, host_addresses, split_host_port};
 
 /// The operator's answer to an origin question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -103,6 +109,8 @@ pub struct Proxy {
     asking: tokio::sync::Mutex<()>,
     asker: Mutex<Option<mpsc::Sender<Question>>>,
     journal: Journal,
+    /// This host's addresses when fixed (tests); else read at each decision.
+    host_addresses: Option<Vec<IpAddr>>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -138,7 +146,15 @@ impl Proxy {
             asking: tokio::sync::Mutex::new(()),
             asker: Mutex::new(None),
             journal,
+            host_addresses: None,
         }
+    }
+
+    /// Judges addresses against these host addresses instead of the ones
+    /// this machine's interfaces have (tests).
+    pub fn with_host_addresses(mut self, addrs: Vec<IpAddr>) -> Proxy {
+        self.host_addresses = Some(addrs);
+        self
     }
 
     /// Sets (or clears) where questions go.
@@ -201,7 +217,19 @@ impl Proxy {
             return Err(reason);
         }
         let addrs = self.resolver.resolve(&origin.host, origin.port).await;
-        match self.policy.judge_addrs(origin, &addrs) {
+        let host = match &self.host_addresses {
+            Some(h) => h.clone(),
+            None => match host_addresses() {
+                Ok(h) => h,
+                Err(e) => {
+                    // Without them an address of this host could pass.
+                    let reason = format!("{origin}: this host's addresses cannot be read ({e})");
+                    self.log(origin, via, false, &reason, &addrs);
+                    return Err(reason);
+                }
+            },
+        };
+        match self.policy.judge_addrs(origin, &addrs, &host) {
             Verdict::Allow => {
                 self.log(origin, via, true, "allowed", &addrs);
                 Ok(addrs)
@@ -258,9 +286,9 @@ impl Proxy {
             Ok(o) => o,
             Err(e) => return text(StatusCode::BAD_REQUEST, &e),
         };
-        if let Err(e) = host_matches(&req, &origin) {
+        if let Err((status, e)) = host_matches(&req, &origin) {
             self.log(&origin, "connect", false, &e, &[]);
-            return text(StatusCode::FORBIDDEN, &e);
+            return text(status, &e);
         }
         let addrs = match self.decide(&origin, "connect").await {
             Ok(a) => a,
@@ -293,27 +321,32 @@ impl Proxy {
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     {
-        // The first TLS record carries the ClientHello; its server name
-        // must be the CONNECT host.
+        // The client's first bytes are its ClientHello (in any number of
+        // reads and TLS records); its server name must be the CONNECT host.
+        // Everything read is forwarded unchanged once it is judged.
+        let deadline = tokio::time::Instant::now() + HELLO_TIMEOUT;
+        let mut reader = HelloReader::new();
         let mut hello = Vec::with_capacity(2048);
         let sni = loop {
             let mut buf = [0u8; 4096];
-            let n = tokio::time::timeout(Duration::from_secs(10), client.read(&mut buf))
+            let n = tokio::time::timeout_at(deadline, client.read(&mut buf))
                 .await
-                .map_err(|_| "no TLS ClientHello within 10 s".to_string())?
+                .map_err(|_| format!("no complete TLS ClientHello within {HELLO_TIMEOUT:?}"))?
                 .map_err(|e| e.to_string())?;
             if n == 0 {
                 return Err("the client closed the tunnel".into());
             }
             hello.extend_from_slice(&buf[..n]);
-            match client_hello_sni(&hello) {
-                Sni::Incomplete if hello.len() < 32 * 1024 => continue,
+            match reader.push(&buf[..n]) {
+                Sni::Incomplete if hello.len() < MAX_HELLO => continue,
                 Sni::Incomplete => return Err("an oversized ClientHello".into()),
                 other => break other,
             }
         };
         let ok = match (&sni, &origin.host) {
-            (Sni::Name(n), Host::Name(h)) => n.eq_ignore_ascii_case(h),
+            (Sni::Name(n), Host::Name(h)) => {
+                n.strip_suffix('.').unwrap_or(n).eq_ignore_ascii_case(h)
+            }
             (Sni::Absent, Host::Ip(_)) => true,
             _ => false,
         };
@@ -355,9 +388,9 @@ impl Proxy {
             Ok(o) => o,
             Err(e) => return text(StatusCode::BAD_REQUEST, &e),
         };
-        if let Err(e) = host_matches(&req, &origin) {
+        if let Err((status, e)) = host_matches(&req, &origin) {
             self.log(&origin, "http", false, &e, &[]);
-            return text(StatusCode::FORBIDDEN, &e);
+            return text(status, &e);
         }
         let addrs = match self.decide(&origin, "http").await {
             Ok(a) => a,
@@ -453,23 +486,33 @@ fn target(scheme: Scheme, authority: &str) -> Result<Origin, String> {
     Ok(Origin { scheme, host, port })
 }
 
-/// A Host header, when present, must name the target.
-fn host_matches(req: &Request<Incoming>, origin: &Origin) -> Result<(), String> {
-    let Some(h) = req.headers().get(header::HOST) else {
+/// A Host header, when present, must be the only one and name the target.
+/// Two of them are refused whatever they say: a server behind the origin
+/// might read the other one (RFC 9112 §3.2: 400).
+fn host_matches(req: &Request<Incoming>, origin: &Origin) -> Result<(), (StatusCode, String)> {
+    let mut all = req.headers().get_all(header::HOST).iter();
+    let Some(h) = all.next() else {
         return Ok(());
     };
+    if all.next().is_some() {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "more than one Host header".to_string(),
+        ));
+    }
+    let forbid = |e: String| (StatusCode::FORBIDDEN, e);
     let h = h
         .to_str()
-        .map_err(|_| "a Host header that is not text".to_string())?;
-    let (host, port) = split_host_port(h).map_err(|e| e.to_string())?;
-    let host = Host::parse(host).map_err(|e| e.to_string())?;
+        .map_err(|_| forbid("a Host header that is not text".to_string()))?;
+    let (host, port) = split_host_port(h).map_err(|e| forbid(e.to_string()))?;
+    let host = Host::parse(host).map_err(|e| forbid(e.to_string()))?;
     let port = port.unwrap_or(origin.scheme.default_port());
     if host == origin.host && port == origin.port {
         Ok(())
     } else {
-        Err(format!(
+        Err(forbid(format!(
             "the Host header `{h}` disagrees with the target {origin}"
-        ))
+        )))
     }
 }
 
@@ -489,70 +532,96 @@ async fn connect_any(addrs: &[IpAddr], port: u16) -> Result<TcpStream, String> {
     Err(format!("cannot connect: {last}"))
 }
 
+/// How long a tunnel waits for the whole ClientHello.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most a client may send before its ClientHello is complete (a
+/// handshake message is at most 64 KiB, with record headers on top).
+pub const MAX_HELLO: usize = 80 * 1024;
+
 /// The server name of a TLS ClientHello.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sni {
+    /// The DNS name it asks for, lower-case.
     Name(String),
-    /// A complete ClientHello without a server name.
+    /// A complete ClientHello without a DNS server name (an IP address
+    /// there counts as none, RFC 6066 §3).
     Absent,
-    /// Not TLS, or malformed.
-    NotTls,
+    /// Not TLS, or a ClientHello rustls refuses (why).
+    NotTls(String),
     /// More bytes needed.
     Incomplete,
 }
 
-/// Parses the server name from the first TLS record.
-pub fn client_hello_sni(b: &[u8]) -> Sni {
-    if b.is_empty() {
-        return Sni::Incomplete;
+/// Reads a client's first bytes until its ClientHello is complete, with
+/// rustls' server-side [`Acceptor`]: the bytes may come in pieces of any
+/// size and the ClientHello may span several TLS records. Nothing is
+/// answered to the client: the reader only looks.
+pub struct HelloReader {
+    acceptor: Option<Acceptor>,
+    done: Option<Sni>,
+}
+
+impl std::fmt::Debug for HelloReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HelloReader")
+            .field("done", &self.done)
+            .finish_non_exhaustive()
     }
-    if b[0] != 0x16 {
-        return Sni::NotTls;
+}
+
+impl Default for HelloReader {
+    fn default() -> Self {
+        HelloReader::new()
     }
-    if b.len() < 5 {
-        return Sni::Incomplete;
-    }
-    let rec_len = usize::from(u16::from_be_bytes([b[3], b[4]]));
-    if b.len() < 5 + rec_len {
-        return Sni::Incomplete;
-    }
-    let r = &b[5..5 + rec_len];
-    let parse = || -> Option<Sni> {
-        if *r.first()? != 0x01 {
-            return Some(Sni::NotTls);
+}
+
+impl HelloReader {
+    pub fn new() -> HelloReader {
+        HelloReader {
+            acceptor: Some(Acceptor::default()),
+            done: None,
         }
-        let mut p = 4 + 2 + 32; // handshake header, version, random
-        let sid = usize::from(*r.get(p)?);
-        p += 1 + sid;
-        let cs = usize::from(u16::from_be_bytes([*r.get(p)?, *r.get(p + 1)?]));
-        p += 2 + cs;
-        let comp = usize::from(*r.get(p)?);
-        p += 1 + comp;
-        if p == r.len() {
-            return Some(Sni::Absent);
+    }
+
+    /// Takes the next bytes the client sent; says what is known so far
+    /// (once known, the answer stays).
+    pub fn push(&mut self, mut bytes: &[u8]) -> Sni {
+        if let Some(done) = &self.done {
+            return done.clone();
         }
-        let ext_len = usize::from(u16::from_be_bytes([*r.get(p)?, *r.get(p + 1)?]));
-        p += 2;
-        let end = (p + ext_len).min(r.len());
-        while p + 4 <= end {
-            let ty = u16::from_be_bytes([r[p], r[p + 1]]);
-            let len = usize::from(u16::from_be_bytes([r[p + 2], r[p + 3]]));
-            p += 4;
-            if ty == 0 {
-                // server_name: list length, then (type, length, name).
-                let name_type = *r.get(p + 2)?;
-                let n = usize::from(u16::from_be_bytes([*r.get(p + 3)?, *r.get(p + 4)?]));
-                let name = r.get(p + 5..p + 5 + n)?;
-                if name_type != 0 {
-                    return Some(Sni::NotTls);
-                }
-                return Some(String::from_utf8(name.to_vec()).map_or(Sni::NotTls, Sni::Name));
+        let Some(acceptor) = self.acceptor.as_mut() else {
+            return Sni::NotTls("the reader has failed".into());
+        };
+        while !bytes.is_empty() {
+            if let Err(e) = acceptor.read_tls(&mut bytes) {
+                return self.finish(Sni::NotTls(e.to_string()));
             }
-            p += len;
+            match acceptor.accept() {
+                Ok(None) => {}
+                Ok(Some(accepted)) => {
+                    let sni = match accepted.client_hello().server_name() {
+                        Some(n) => Sni::Name(n.to_ascii_lowercase()),
+                        None => Sni::Absent,
+                    };
+                    return self.finish(sni);
+                }
+                Err((e, _alert)) => return self.finish(Sni::NotTls(e.to_string())),
+            }
         }
-        Some(Sni::Absent)
-    };
-    parse().unwrap_or(Sni::NotTls)
+        Sni::Incomplete
+    }
+
+    fn finish(&mut self, sni: Sni) -> Sni {
+        self.acceptor = None;
+        self.done = Some(sni.clone());
+        sni
+    }
+}
+
+/// The server name of a ClientHello given whole.
+pub fn client_hello_sni(b: &[u8]) -> Sni {
+    HelloReader::new().push(b)
 }
 
 #[cfg(test)]
@@ -606,33 +675,69 @@ mod tests {
         assert_eq!(answers[1]["by_operator"], true);
     }
 
-    /// A minimal ClientHello with an optional server name.
-    fn hello(sni: Option<&str>) -> Vec<u8> {
+    /// The handshake message of a minimal ClientHello (TLS 1.3 only, one
+    /// cipher suite, signature_algorithms) with these server names.
+    fn hello_message(names: &[&str]) -> Vec<u8> {
         let mut body = vec![0x03, 0x03];
         body.extend_from_slice(&[7u8; 32]);
         body.push(0); // session id
         body.extend_from_slice(&[0, 2, 0x13, 0x01]); // one cipher suite
         body.extend_from_slice(&[1, 0]); // null compression
         let mut ext = Vec::new();
-        if let Some(n) = sni {
-            let mut sn = vec![0u8];
-            sn.extend_from_slice(&(n.len() as u16).to_be_bytes());
-            sn.extend_from_slice(n.as_bytes());
-            let mut list = (sn.len() as u16).to_be_bytes().to_vec();
-            list.extend_from_slice(&sn);
-            ext.extend_from_slice(&[0, 0]);
-            ext.extend_from_slice(&(list.len() as u16).to_be_bytes());
-            ext.extend_from_slice(&list);
-        }
-        // An unrelated extension first would also be skipped; add one after.
+        // supported_versions: TLS 1.3; signature_algorithms: rsa_pss_rsae_sha256.
         ext.extend_from_slice(&[0, 0x2b, 0, 3, 2, 3, 4]);
+        ext.extend_from_slice(&[0, 0x0d, 0, 4, 0, 2, 8, 4]);
+        if !names.is_empty() {
+            let mut list = Vec::new();
+            for n in names {
+                list.push(0u8);
+                list.extend_from_slice(&(n.len() as u16).to_be_bytes());
+                list.extend_from_slice(n.as_bytes());
+            }
+            let mut sn = (list.len() as u16).to_be_bytes().to_vec();
+            sn.extend_from_slice(&list);
+            ext.extend_from_slice(&[0, 0]);
+            ext.extend_from_slice(&(sn.len() as u16).to_be_bytes());
+            ext.extend_from_slice(&sn);
+        }
         body.extend_from_slice(&(ext.len() as u16).to_be_bytes());
         body.extend_from_slice(&ext);
         let mut hs = vec![1, 0, (body.len() >> 8) as u8, body.len() as u8];
         hs.extend_from_slice(&body);
-        let mut rec = vec![0x16, 3, 1, (hs.len() >> 8) as u8, hs.len() as u8];
-        rec.extend_from_slice(&hs);
-        rec
+        hs
+    }
+
+    /// TLS handshake records carrying `message`, cut after each of `cuts`.
+    fn records(message: &[u8], cuts: &[usize]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for end in cuts.iter().copied().chain([message.len()]) {
+            let part = &message[start..end];
+            out.extend_from_slice(&[0x16, 3, 1]);
+            out.extend_from_slice(&(part.len() as u16).to_be_bytes());
+            out.extend_from_slice(part);
+            start = end;
+        }
+        out
+    }
+
+    fn hello(sni: Option<&str>) -> Vec<u8> {
+        records(&hello_message(sni.as_slice()), &[])
+    }
+
+    /// Feeds `bytes` one at a time; every answer before the last byte
+    /// must be `Incomplete`.
+    fn bytewise(bytes: &[u8]) -> Sni {
+        let mut r = HelloReader::new();
+        for (i, b) in bytes.iter().enumerate() {
+            let got = r.push(std::slice::from_ref(b));
+            if i + 1 < bytes.len() {
+                assert_eq!(got, Sni::Incomplete, "byte {i} of {}", bytes.len());
+            } else {
+                return got;
+            }
+        }
+        Sni::Incomplete
     }
 
     #[test]
@@ -641,10 +746,79 @@ mod tests {
             client_hello_sni(&hello(Some("allowed.test"))),
             Sni::Name("allowed.test".into())
         );
+        assert_eq!(
+            client_hello_sni(&hello(Some("Allowed.TEST"))),
+            Sni::Name("allowed.test".into())
+        );
         assert_eq!(client_hello_sni(&hello(None)), Sni::Absent);
+        // An IP address as a server name is no server name (RFC 6066 §3).
+        assert_eq!(client_hello_sni(&hello(Some("10.0.0.1"))), Sni::Absent);
         let h = hello(Some("allowed.test"));
         assert_eq!(client_hello_sni(&h[..10]), Sni::Incomplete);
-        assert_eq!(client_hello_sni(b"GET / HTTP/1.1\r\n"), Sni::NotTls);
+        assert!(matches!(
+            client_hello_sni(b"GET / HTTP/1.1\r\n"),
+            Sni::NotTls(_)
+        ));
+        // Two names (RFC 6066 allows one of each type) and a name that is
+        // not a DNS name are refused, not guessed at.
+        assert!(matches!(
+            client_hello_sni(&records(
+                &hello_message(&["allowed.test", "blocked.test"]),
+                &[]
+            )),
+            Sni::NotTls(_)
+        ));
+        assert!(matches!(
+            client_hello_sni(&hello(Some("allowed.test\0.blocked.test"))),
+            Sni::NotTls(_)
+        ));
+    }
+
+    #[test]
+    fn a_client_hello_in_one_byte_pieces_and_two_records_is_read() {
+        let one = hello(Some("allowed.test"));
+        assert_eq!(bytewise(&one), Sni::Name("allowed.test".into()));
+        // The handshake message split across two TLS records, at every
+        // place, and fed one byte at a time.
+        let msg = hello_message(&["allowed.test"]);
+        for cut in 1..msg.len() {
+            let two = records(&msg, &[cut]);
+            assert_eq!(two.len(), one.len() + 5);
+            assert_eq!(
+                bytewise(&two),
+                Sni::Name("allowed.test".into()),
+                "cut at {cut}"
+            );
+        }
+        // Three records, and bytes after the hello in the same read.
+        let mut three = records(&msg, &[4, 40]);
+        three.extend_from_slice(&[0x14, 3, 3, 0, 1, 1]);
+        assert_eq!(client_hello_sni(&three), Sni::Name("allowed.test".into()));
+        // Once known, the answer stays.
+        let mut r = HelloReader::new();
+        assert_eq!(r.push(&one), Sni::Name("allowed.test".into()));
+        assert_eq!(r.push(b"more"), Sni::Name("allowed.test".into()));
+    }
+
+    #[test]
+    fn a_real_client_hello_is_read() {
+        use rustls::pki_types::ServerName;
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        let mut conn = rustls::ClientConnection::new(
+            Arc::new(config),
+            ServerName::try_from("news.example.test").unwrap(),
+        )
+        .unwrap();
+        let mut bytes = Vec::new();
+        while conn.wants_write() {
+            conn.write_tls(&mut bytes).unwrap();
+        }
+        assert_eq!(bytewise(&bytes), Sni::Name("news.example.test".into()));
     }
 
     #[test]
