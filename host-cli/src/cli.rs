@@ -79,9 +79,11 @@ pub enum GuestCommand {
     Logs { name: String },
     /// Remove what a killed host-cli left behind: containers labelled
     /// `sandtop.session` that no live session owns, and stale session
-    /// folders.
+    /// folders. What cannot be removed is listed (and the exit status is 1);
+    /// the rest is removed anyway.
     Gc {
-        /// Print what was removed as a JSON array of lines.
+        /// Print what was removed, and what could not be, as a JSON array
+        /// of lines.
         #[arg(long)]
         json: bool,
     },
@@ -351,17 +353,22 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         GuestCommand::Gc { json } => {
-            let done = guest::gc(&store).await?;
+            let report = guest::gc(&store).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&done)?);
-            } else if done.is_empty() {
+                println!("{}", serde_json::to_string_pretty(&report.lines)?);
+            } else if report.lines.is_empty() {
                 println!("nothing to clean up");
             } else {
-                for line in &done {
+                for line in &report.lines {
                     println!("{line}");
                 }
             }
-            Ok(ExitCode::SUCCESS)
+            // Everything else was cleaned up; the failures are listed.
+            Ok(if report.failures > 0 {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
         }
     }
 }

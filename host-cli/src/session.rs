@@ -13,6 +13,10 @@
 //! host-only parent.
 //! Creating the folder is the lock on the name: `mkdir` is atomic, so two
 //! `guest start --name x` cannot both win.
+//! Removing it copes with whatever the guest left in `guest/` (read-only
+//! or unreadable directories, deep chains, links): see [`remove`].
+
+pub mod remove;
 
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
@@ -275,13 +279,13 @@ impl Store {
         Ok(out)
     }
 
-    /// Removes a session's folder (token, socket, log and all).
+    /// Removes a session's folder (token, socket, log and whatever the
+    /// guest left in `guest/`), never following a link; on failure, all
+    /// it could remove is gone and the error lists what is left.
     pub fn remove(&self, dir: &SessionDir) -> anyhow::Result<()> {
-        match std::fs::remove_dir_all(&dir.path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e).with_context(|| format!("removing {}", dir.path.display())),
-        }
+        remove::remove_tree(&dir.path)
+            .map(|_| ())
+            .map_err(|left| anyhow::anyhow!("removing {}: {left}", dir.path.display()))
     }
 }
 

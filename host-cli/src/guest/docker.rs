@@ -807,8 +807,13 @@ impl DockerBackend {
     /// folder is gone, the folder has no record and its host-cli died, the
     /// record names another container, or the guest is no longer running.
     /// Folders are removed only inside `store` (a label names a path but
-    /// is not trusted to delete one). Returns one line per removal.
-    pub async fn gc_containers(&self, store: &Store) -> anyhow::Result<Vec<String>> {
+    /// is not trusted to delete one). Adds one line per removal, and per
+    /// failure, to `report` (a failure does not stop the others).
+    pub async fn gc_containers(
+        &self,
+        store: &Store,
+        report: &mut super::GcReport,
+    ) -> anyhow::Result<()> {
         let filters = HashMap::from([("label", vec![LABEL_SESSION.to_string()])]);
         let list = self
             .docker
@@ -821,7 +826,6 @@ impl DockerBackend {
             .await
             .context("listing sandtop containers")?;
         let sessions_root = store.root().join("sessions");
-        let mut done = Vec::new();
         for c in list {
             let Some(id) = c.id.clone() else { continue };
             let labels = c.labels.clone().unwrap_or_default();
@@ -853,9 +857,14 @@ impl DockerBackend {
                 }
             };
             let Some(why) = verdict else { continue };
-            self.remove(&id).await?;
             let short = id.chars().take(12).collect::<String>();
-            done.push(format!(
+            if let Err(e) = self.remove(&id).await {
+                report.failed(format!(
+                    "could not remove container {short} (session {session}): {e:#}"
+                ));
+                continue;
+            }
+            report.done(format!(
                 "removed container {short} (session {session}): {why}"
             ));
             // Its folder too, when it is one of ours and not a live session
@@ -874,12 +883,15 @@ impl DockerBackend {
                     .and_then(|r| r.docker)
                     .is_some_and(|d| d.container_id != id);
                 if !other_live && !dir.owner_alive() {
-                    store.remove(&dir)?;
-                    done.push(format!("removed session folder {session}"));
+                    match store.remove(&dir) {
+                        Ok(()) => report.done(format!("removed session folder {session}")),
+                        Err(e) => report
+                            .failed(format!("could not remove session folder {session}: {e:#}")),
+                    }
                 }
             }
         }
-        Ok(done)
+        Ok(())
     }
 
     /// Whether a container exists and runs.

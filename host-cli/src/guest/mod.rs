@@ -191,21 +191,45 @@ pub async fn stop(store: &Store, dir: &SessionDir, rec: &SessionRecord) -> anyho
                 .await?
         }
     }
-    store.remove(dir)
+    store.remove(dir).context(
+        "the guest is stopped, but its folder is not fully removed (`host-cli guest gc` tries again)",
+    )
+}
+
+/// What `guest gc` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// One line per removal or failure, in order.
+    pub lines: Vec<String>,
+    /// How many of the lines are failures.
+    pub failures: usize,
+}
+
+impl GcReport {
+    pub fn done(&mut self, line: String) {
+        self.lines.push(line);
+    }
+
+    pub fn failed(&mut self, line: String) {
+        self.lines.push(line);
+        self.failures += 1;
+    }
 }
 
 /// Removes what crashed or killed host-cli processes left behind: Docker
 /// containers labelled `sandtop.session` that no live session owns (see
 /// [`docker::DockerBackend::gc_containers`]), then session folders whose
 /// guest is gone or that have no record and no live creator. Returns one
-/// line per removal. When the Docker engine cannot be reached, Docker
-/// sessions are left alone (their state is unknown).
-pub async fn gc(store: &Store) -> anyhow::Result<Vec<String>> {
-    let mut done = Vec::new();
+/// line per removal, and per failure: one folder that cannot be removed
+/// (or one container) does not stop the others. When the Docker engine
+/// cannot be reached, Docker sessions are left alone (their state is
+/// unknown).
+pub async fn gc(store: &Store) -> anyhow::Result<GcReport> {
+    let mut report = GcReport::default();
     let docker = match docker::DockerBackend::connect().await {
         Ok(b) => Some(b),
         Err(e) => {
-            done.push(format!(
+            report.done(format!(
                 "docker containers not checked: {}",
                 format!("{e:#}").lines().next().unwrap_or("")
             ));
@@ -213,8 +237,19 @@ pub async fn gc(store: &Store) -> anyhow::Result<Vec<String>> {
         }
     };
     if let Some(b) = &docker {
-        done.extend(b.gc_containers(store).await?);
+        b.gc_containers(store, &mut report).await?;
     }
+    gc_folders(store, docker.as_ref(), &mut report).await?;
+    Ok(report)
+}
+
+/// The folder half of [`gc`]; without `docker`, Docker sessions are left
+/// alone.
+pub async fn gc_folders(
+    store: &Store,
+    docker: Option<&docker::DockerBackend>,
+    report: &mut GcReport,
+) -> anyhow::Result<()> {
     for dir in store.folders()? {
         if !dir.path.exists() {
             continue;
@@ -223,10 +258,16 @@ pub async fn gc(store: &Store) -> anyhow::Result<Vec<String>> {
             Ok(rec) => match rec.backend {
                 BackendKind::Local => (!local::LocalBackend.alive(&dir, &rec).await)
                     .then_some("its local daemon is gone"),
-                BackendKind::Docker => match &docker {
+                BackendKind::Docker => match docker {
                     Some(b) if !b.alive(&dir, &rec).await => {
-                        if let Some(d) = &rec.docker {
-                            b.remove(&d.container_id).await?;
+                        if let Some(d) = &rec.docker
+                            && let Err(e) = b.remove(&d.container_id).await
+                        {
+                            report.failed(format!(
+                                "could not remove the container of session {}: {e:#}",
+                                dir.name
+                            ));
+                            continue;
                         }
                         Some("its container is gone")
                     }
@@ -237,9 +278,111 @@ pub async fn gc(store: &Store) -> anyhow::Result<Vec<String>> {
             Err(_) => Some("it has no record and the host-cli that created it is gone"),
         };
         if let Some(why) = why {
-            store.remove(&dir)?;
-            done.push(format!("removed session folder {}: {why}", dir.name));
+            match store.remove(&dir) {
+                Ok(()) => report.done(format!("removed session folder {}: {why}", dir.name)),
+                Err(e) => report.failed(format!(
+                    "could not remove session folder {}: {e:#}",
+                    dir.name
+                )),
+            }
         }
     }
-    Ok(done)
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::session::remove::tests::{CHILD, GUEST, OTHER, check_child, chown_tree, rerun};
+
+    #[test]
+    fn gc_goes_on_past_a_folder_it_cannot_remove_and_reports_it() {
+        if let Some(dir) = std::env::var_os(CHILD) {
+            gc_case(Path::new(&dir));
+            return;
+        }
+        if !rustix::process::geteuid().is_root() {
+            println!("SKIP: making a directory of another uid needs root");
+            return;
+        }
+        // Three stale folders (no record, no live creator) of the guest's
+        // uid; in the first, the guest left a directory of another account
+        // with a file, which the guest's uid cannot remove.
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::at(tmp.path().join("state")).unwrap();
+        for name in ["a-stuck", "b-stale", "c-stale"] {
+            let d = store.create(name).unwrap();
+            std::fs::create_dir(d.guest_path()).unwrap();
+            std::fs::write(d.guest_path().join("file"), b"x").unwrap();
+        }
+        let theirs = tmp.path().join("state/sessions/a-stuck/guest/theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::write(theirs.join("file"), b"x").unwrap();
+        chown_tree(tmp.path(), GUEST);
+        chown_tree(&theirs, OTHER);
+        let f = "gc_goes_on_past_a_folder_it_cannot_remove_and_reports_it";
+        let Some(out) = rerun(module_path!(), f, tmp.path(), Some(GUEST)) else {
+            return;
+        };
+        check_child(&out, tmp.path());
+    }
+
+    fn gc_case(dir: &Path) {
+        let store = Store::at(dir.join("state")).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut report = GcReport::default();
+        rt.block_on(gc_folders(&store, None, &mut report)).unwrap();
+        assert_eq!(report.failures, 1, "{report:?}");
+        assert_eq!(report.lines.len(), 3, "{report:?}");
+        let stuck = &report.lines[0];
+        assert!(
+            stuck.starts_with("could not remove session folder a-stuck: ")
+                && stuck.contains("guest/theirs/file")
+                && stuck.contains(&format!("uid {OTHER}")),
+            "{stuck}"
+        );
+        for (line, name) in report.lines[1..].iter().zip(["b-stale", "c-stale"]) {
+            assert!(
+                line.starts_with(&format!("removed session folder {name}: ")),
+                "{line}"
+            );
+        }
+        let left: Vec<String> = store
+            .folders()
+            .unwrap()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(left, vec!["a-stuck".to_string()]);
+        // Everything of a-stuck but the other account's directory is gone.
+        let a = dir.join("state/sessions/a-stuck");
+        let mut rest: Vec<String> = walk(&a);
+        rest.sort();
+        assert_eq!(
+            rest,
+            ["guest", "guest/theirs", "guest/theirs/file"],
+            "{rest:?}"
+        );
+        std::fs::write(dir.join("child-done"), b"").unwrap();
+    }
+
+    fn walk(top: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut todo = vec![top.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                out.push(p.strip_prefix(top).unwrap().display().to_string());
+                if p.is_dir() {
+                    todo.push(p);
+                }
+            }
+        }
+        out
+    }
 }
