@@ -1,5 +1,5 @@
 //! The egress proxy on loopback: the policy enforced on real HTTP and
-//! CONNECT traffic (SECURITY.md N2, N3; CONTRACT.md rule 21). Names are
+//! CONNECT traffic (docs/security.md N2, N3; docs/contract.md rule 21). Names are
 //! pinned to 127.0.0.1 with the proxy's fixed resolver, so nothing leaves
 //! this machine.
 

@@ -1,4 +1,4 @@
-//! The guest's network policy (CONTRACT.md rules 21-23, SECURITY.md N1-N6).
+//! The guest's network policy (docs/contract.md rules 21-23, docs/security.md N1-N6).
 //!
 //! - `none` (the default): the container has no network at all.
 //! - `allow:ORIGINS` / `ask[:ORIGINS]`: the container still has no network

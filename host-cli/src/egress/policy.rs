@@ -1,6 +1,6 @@
 //! What the guest may reach: origins, address ranges, and the decision.
 //!
-//! An origin is scheme + host + port, compared exactly (CONTRACT.md rule
+//! An origin is scheme + host + port, compared exactly (docs/contract.md rule
 //! 21): `https://example.com.evil.test` is not `https://example.com`, and
 //! `https://example.com` is not `https://example.com:8443`. Names are
 //! compared case-insensitively (DNS is), without a trailing dot.
