@@ -470,6 +470,12 @@ fn trajectory(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// `opts` with server-side storage (`--store`), for tests of chaining.
+fn stored(mut opts: RunOptions) -> RunOptions {
+    opts.store = true;
+    opts
+}
+
 fn new_key() -> String {
     format!("sk-proj-{}", Secret::generate_token().unwrap().expose())
 }
@@ -501,7 +507,8 @@ impl Rig {
             instructions: Some("You operate a Linux desktop through the computer tool.".into()),
             max_steps: 10,
             max_duration: Some(Duration::from_secs(60)),
-            store: true,
+            // As `host-cli run` by default: nothing stored server-side.
+            store: false,
             stream: false,
             screenshot: ScreenshotOptions::default(),
             confirm_actions: false,
@@ -2507,7 +2514,7 @@ async fn l7_resuming_after_a_crash_continues_after_the_last_completed_step() {
             &mut channel,
             &mut op,
             &mut recorder,
-            rig.opts(),
+            stored(rig.opts()),
             Interrupt::default(),
         );
         let mock = &rig.mock;
@@ -2544,7 +2551,7 @@ async fn l7_resuming_after_a_crash_continues_after_the_last_completed_step() {
         &mut channel,
         &mut op,
         &mut recorder,
-        rig.opts(),
+        stored(rig.opts()),
         Interrupt::default(),
     )
     .run(Some(resume))
@@ -2675,6 +2682,8 @@ async fn usage_a_response_without_usage_marks_the_totals_incomplete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn store_on_chains_previous_response_id_and_sends_only_new_items() {
     let rig = Rig::new().await;
+    let mut opts = rig.opts();
+    opts.store = true;
     rig.mock.push_all([
         Reply::output(vec![
             reasoning("Start with the name."),
@@ -2687,7 +2696,7 @@ async fn store_on_chains_previous_response_id_and_sends_only_new_items() {
         Reply::done("done"),
     ]);
     let mut op = ScriptedOp::new(rig.probe());
-    let run = rig.run(rig.opts(), &mut op).await;
+    let run = rig.run(opts, &mut op).await;
     run.assert_ending(Ending::Finished);
     let reqs = rig.mock.requests();
     assert_eq!(reqs.len(), 3);
@@ -2925,6 +2934,8 @@ async fn guidance_comes_at_the_end_of_the_turn_and_does_not_reset_the_budget() {
     }
     let mut opts = rig.opts();
     opts.max_steps = 3;
+    // Stored, so each request holds only the turn's new items.
+    opts.store = true;
     let mut op = ScriptedOp::new(rig.probe()).guidance([
         vec!["Use the second form instead."],
         vec![],
@@ -3087,6 +3098,8 @@ async fn screenshots_go_back_as_data_urls_in_the_scale_maps_space() {
     ]);
     let mut opts = rig.opts();
     opts.screenshot.size = Some(image);
+    // Stored, so each screenshot is sent once.
+    opts.store = true;
     let mut op = ScriptedOp::new(rig.probe());
     let run = rig.run(opts, &mut op).await;
     run.assert_ending(Ending::Finished);
@@ -3316,4 +3329,76 @@ async fn commentary_before_a_final_answer_is_left_out_of_it() {
     run.assert_ending(Ending::Finished);
     assert_eq!(run.outcome.message, "Submitted.");
     rig.assert_mock_clean();
+}
+
+/// The loop options `host-cli run` builds from this command line.
+fn cli_run_options(args: &[&str]) -> RunOptions {
+    use clap::Parser as _;
+    let mut argv = vec!["host-cli", "run"];
+    argv.extend_from_slice(args);
+    match host_cli::cli::Cli::try_parse_from(argv).unwrap().command {
+        host_cli::cli::Command::Run(a) => host_cli::agent::cmd::run_options(&a),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_is_never_enabled_unless_the_operator_asks() {
+    for args in [
+        &["Fill in the contact form and submit it."][..],
+        &["--no-store", "Fill in the contact form and submit it."][..],
+    ] {
+        let rig = Rig::new().await;
+        rig.mock.push_all([
+            Reply::output(vec![
+                reasoning("The name first."),
+                computer_call("call_1", vec![click(10, 20)]),
+            ]),
+            Reply::output(vec![computer_call("call_2", vec![type_text("a@b.c")])]),
+            Reply::done("done"),
+        ]);
+        let opts = cli_run_options(args);
+        assert!(!opts.store, "{args:?}");
+        let mut op = ScriptedOp::new(rig.probe());
+        let run = rig.run(opts, &mut op).await;
+        run.assert_ending(Ending::Finished);
+        let reqs = rig.mock.requests();
+        assert_eq!(reqs.len(), 3);
+        for (k, r) in reqs.iter().enumerate() {
+            // Never stored, never chained: the conversation goes whole.
+            assert_eq!(r.body["store"], false, "{args:?} request {}", r.n);
+            assert_eq!(r.previous_response_id(), None, "{args:?} request {}", r.n);
+            if k > 0 {
+                let before = reqs[k - 1].input();
+                assert_eq!(r.input()[..before.len()], before[..], "request {}", r.n);
+                assert!(r.input().len() > before.len() + 1, "request {}", r.n);
+            }
+        }
+        rig.assert_mock_clean();
+    }
+    // --store opts in: stored responses, chained by previous_response_id.
+    let rig = Rig::new().await;
+    rig.mock.push_all([
+        Reply::output(vec![computer_call("call_1", vec![click(10, 20)])]),
+        Reply::done("done"),
+    ]);
+    let opts = cli_run_options(&["--store", "Fill in the contact form and submit it."]);
+    assert!(opts.store);
+    let mut op = ScriptedOp::new(rig.probe());
+    let run = rig.run(opts, &mut op).await;
+    run.assert_ending(Ending::Finished);
+    let reqs = rig.mock.requests();
+    assert_eq!(reqs[0].body["store"], true);
+    assert_eq!(
+        reqs[1].previous_response_id(),
+        reqs[0].response_id().as_deref()
+    );
+    assert_eq!(reqs[1].input().len(), 1);
+    rig.assert_mock_clean();
+    // Both at once is a contradiction, refused.
+    use clap::Parser as _;
+    assert!(
+        host_cli::cli::Cli::try_parse_from(["host-cli", "run", "--store", "--no-store", "t"])
+            .is_err()
+    );
 }

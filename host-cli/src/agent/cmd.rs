@@ -52,9 +52,13 @@ pub struct RunArgs {
     /// The computer tool shape.
     #[arg(long = "tool", value_enum, default_value_t = ToolShape::Computer)]
     pub tool: ToolShape,
-    /// Do not store responses server-side: resend the conversation (within
-    /// the context budget) instead of using previous_response_id.
+    /// Store responses server-side (`store: true`) and continue each turn
+    /// with previous_response_id. Without it (the default) nothing is
+    /// stored: the conversation is resent within the context budget.
     #[arg(long)]
+    pub store: bool,
+    /// (The default; accepted for compatibility.)
+    #[arg(long, hide = true, conflicts_with = "store")]
     pub no_store: bool,
     /// Stream responses (server-sent events).
     #[arg(long)]
@@ -89,10 +93,10 @@ pub struct RunArgs {
     /// checked on the screen: `done` or `not-done`.
     #[arg(long, value_parser = ["done", "not-done"])]
     pub reconcile: Option<String>,
-    /// Most screenshots resent per request with --no-store.
+    /// Most screenshots resent per request (without --store).
     #[arg(long, default_value_t = 3)]
     pub context_images: usize,
-    /// Most input bytes per request with --no-store.
+    /// Most input bytes per request (without --store).
     #[arg(long, default_value_t = 16 * 1024 * 1024)]
     pub context_bytes: usize,
     /// Do not offer the model the ask_user tool.
@@ -297,6 +301,39 @@ fn operator(policy: Option<&PathBuf>, scripted_checks: bool) -> anyhow::Result<A
     })
 }
 
+/// What `host-cli run`'s options ask of the loop. Storage stays off
+/// unless `--store` asks for it: the runner never enables it on its own.
+pub fn run_options(a: &RunArgs) -> RunOptions {
+    let shape = a.tool;
+    RunOptions {
+        task: a.task.clone().unwrap_or_default(),
+        model: a.model.clone().unwrap_or_else(|| match shape {
+            ToolShape::Computer => "gpt-5.5".into(),
+            ToolShape::ComputerUsePreview => "computer-use-preview".into(),
+        }),
+        shape,
+        instructions: Some(
+            a.instructions
+                .clone()
+                .unwrap_or_else(|| DEFAULT_INSTRUCTIONS.into()),
+        ),
+        max_steps: a.max_steps,
+        max_duration: Some(Duration::from_secs(a.max_seconds)),
+        store: a.store,
+        stream: a.stream,
+        screenshot: ScreenshotOptions {
+            size: a.size,
+            ..ScreenshotOptions::default()
+        },
+        confirm_actions: a.confirm_actions,
+        ask_user: !a.no_ask_user,
+        context: ContextBudget {
+            max_images: a.context_images.max(1),
+            max_bytes: a.context_bytes,
+        },
+    }
+}
+
 /// `host-cli run`.
 pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let key = std::env::var("OPENAI_API_KEY")
@@ -367,35 +404,8 @@ async fn run_on(
 ) -> anyhow::Result<ExitCode> {
     let _lock = lock_session(dir)?;
     let mut channel = guest::open_channel(dir, rec).await?;
-    let shape = a.tool;
-    let model_name = a.model.clone().unwrap_or_else(|| match shape {
-        ToolShape::Computer => "gpt-5.5".into(),
-        ToolShape::ComputerUsePreview => "computer-use-preview".into(),
-    });
-    let opts = RunOptions {
-        task: a.task.clone().unwrap_or_default(),
-        model: model_name.clone(),
-        shape,
-        instructions: Some(
-            a.instructions
-                .clone()
-                .unwrap_or_else(|| DEFAULT_INSTRUCTIONS.into()),
-        ),
-        max_steps: a.max_steps,
-        max_duration: Some(Duration::from_secs(a.max_seconds)),
-        store: !a.no_store,
-        stream: a.stream,
-        screenshot: ScreenshotOptions {
-            size: a.size,
-            ..ScreenshotOptions::default()
-        },
-        confirm_actions: a.confirm_actions,
-        ask_user: !a.no_ask_user,
-        context: ContextBudget {
-            max_images: a.context_images.max(1),
-            max_bytes: a.context_bytes,
-        },
-    };
+    let opts = run_options(a);
+    let (shape, model_name) = (opts.shape, opts.model.clone());
     let mut model: Box<dyn Model> =
         Box::new(OpenAiModel::new(key, a.stream, RetryPolicy::default())?);
     let (mut recorder, resume) = match (&a.resume, resume_point) {
@@ -577,7 +587,8 @@ async fn exercise_on(
         instructions: None,
         max_steps: 60,
         max_duration: Some(Duration::from_secs(300)),
-        store: true,
+        // As `run` with a model: nothing stored, the conversation resent.
+        store: false,
         stream: false,
         screenshot: ScreenshotOptions::default(),
         confirm_actions: false,

@@ -1,9 +1,11 @@
 //! The computer tool loop.
 //!
 //! One step:
-//! 1. Build the request: the new input items (a task, call outputs,
-//!    guidance) with `previous_response_id`, or — without server-side
-//!    storage — the whole conversation within the context budget.
+//! 1. Build the request: the whole conversation within the context budget
+//!    with `store: false` (the default: the runner never enables storage
+//!    on its own), or, when the operator asked for server-side storage,
+//!    only the new input items (a task, call outputs, guidance) with
+//!    `previous_response_id`.
 //! 2. Ask the model (retries happen inside the model, never here).
 //! 3. Record the response and its usage (CONTRACT.md rule 14).
 //! 4. For each computer call, in order: read the actions leniently (an
@@ -63,7 +65,8 @@ pub struct RunOptions {
     pub instructions: Option<String>,
     pub max_steps: u32,
     pub max_duration: Option<Duration>,
-    /// Server-side storage (`previous_response_id`); false resends.
+    /// Server-side storage (`store: true`, `previous_response_id`), only
+    /// when the operator asks (`--store`); false resends the conversation.
     pub store: bool,
     pub stream: bool,
     pub screenshot: ScreenshotOptions,

@@ -78,7 +78,8 @@ pub struct ModelResponse {
     pub id: String,
     pub status: String,
     pub items: Vec<OutputItem>,
-    /// The output items exactly as received (for `--no-store` resending).
+    /// The output items exactly as received (resent when nothing is
+    /// stored server-side, the default).
     pub raw_output: Vec<Value>,
     pub usage: Option<Usage>,
     /// Why the response is not `completed`, when the API says.
