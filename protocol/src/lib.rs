@@ -1,9 +1,10 @@
 //! `sandtop-protocol`: the wire types shared by `sandtopd` (in the guest)
 //! and `host-cli` (on the host).
 //!
-//! What it is: serde types, limits and error codes, and the one function
-//! that maps model coordinates to screen pixels ([`ScaleMap::to_screen`]).
-//! What it is not: no I/O, no async runtime, no X11.
+//! What it is: serde types, limits and error codes, the key-name table
+//! ([`keys`]), and the one function that maps model coordinates to screen
+//! pixels ([`ScaleMap::to_screen`]).
+//! What it is not: no I/O, no async runtime, no X connection.
 //!
 //! How a batch travels through these types:
 //! 1. The model emits Responses API actions; the host parses them with
@@ -19,6 +20,7 @@
 mod action;
 mod api;
 mod error;
+pub mod keys;
 pub mod limits;
 mod scale;
 mod strict;
