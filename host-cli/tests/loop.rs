@@ -1121,6 +1121,14 @@ async fn l2_an_unknown_action_stops_the_run_with_zero_daemon_events() {
             "unknown action type `hover`",
         ),
         (
+            "a field the schema does not know",
+            computer_call(
+                "call_1",
+                vec![wait(), json!({"type": "move", "x": 1, "y": 1, "foo": 1})],
+            ),
+            "unknown field `foo`",
+        ),
+        (
             "a click without y",
             computer_call(
                 "call_1",

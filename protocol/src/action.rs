@@ -2,8 +2,9 @@
 //!
 //! The daemon accepts these strictly (`deny_unknown_fields`): a field it
 //! does not know is an error, never silently ignored (docs/contract.md rule 1).
-//! The host reads model output leniently with [`Action::from_model_value`],
-//! which drops fields the API may add later and then parses strictly.
+//! The host reads model output with [`Action::from_model_value`], which is
+//! as strict about fields (a field the schema does not know is refused,
+//! never dropped) and names what is wrong.
 
 use serde::{Deserialize, Serialize};
 
@@ -243,9 +244,28 @@ impl Action {
         }
     }
 
-    /// Parses one action from model output leniently: fields this version
-    /// does not know are dropped (the API may add some), then the action is
-    /// parsed strictly, so a missing or mistyped field is still an error.
+    /// The fields OpenAI's schema defines for an action type
+    /// (`ClickParam`, `DragParam`, ...; a test checks them against
+    /// `reference/openai-openapi.yaml`), or `None` for a type it does not
+    /// define.
+    pub fn schema_fields(kind: &str) -> Option<&'static [&'static str]> {
+        Some(match kind {
+            "click" => &["type", "button", "x", "y", "keys"],
+            "double_click" | "move" => &["type", "x", "y", "keys"],
+            "drag" => &["type", "path", "keys"],
+            "keypress" => &["type", "keys"],
+            "scroll" => &["type", "x", "y", "scroll_x", "scroll_y", "keys"],
+            "type" => &["type", "text"],
+            "screenshot" | "wait" => &["type"],
+            _ => return None,
+        })
+    }
+
+    /// Parses one action from model output. A field the schema does not
+    /// define (on the action or on a drag point) is refused by name, never
+    /// dropped: running the action without it could do something else
+    /// than the model meant (docs/contract.md rule 1). Missing or mistyped
+    /// fields are errors too.
     pub fn from_model_value(value: &serde_json::Value) -> Result<Action, String> {
         let obj = value
             .as_object()
@@ -254,32 +274,26 @@ impl Action {
             .get("type")
             .and_then(|t| t.as_str())
             .ok_or_else(|| "an action needs a string `type`".to_string())?;
-        let known: &[&str] = match kind {
-            "click" => &["type", "button", "x", "y", "keys"],
-            "double_click" | "move" => &["type", "x", "y", "keys"],
-            "drag" => &["type", "path", "keys"],
-            "keypress" => &["type", "keys"],
-            "scroll" => &["type", "x", "y", "scroll_x", "scroll_y", "keys"],
-            "type" => &["type", "text"],
-            "screenshot" | "wait" => &["type"],
-            other => return Err(format!("unknown action type `{}`", truncate(other, 40))),
+        let Some(known) = Action::schema_fields(kind) else {
+            return Err(format!("unknown action type `{}`", truncate(kind, 40)));
         };
-        let mut kept = serde_json::Map::new();
-        for (k, v) in obj {
-            if known.contains(&k.as_str()) {
-                kept.insert(k.clone(), v.clone());
-            }
+        if let Some(k) = obj.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(format!("unknown field `{}`", truncate(k, 40)));
         }
-        // Drag points may carry extra fields too.
-        if let Some(serde_json::Value::Array(points)) = kept.get_mut("path") {
-            for p in points.iter_mut() {
-                if let Some(o) = p.as_object_mut() {
-                    o.retain(|k, _| k == "x" || k == "y");
+        if let Some(serde_json::Value::Array(points)) = obj.get("path") {
+            for (j, p) in points.iter().enumerate() {
+                if let Some(k) = p
+                    .as_object()
+                    .and_then(|o| o.keys().find(|k| *k != "x" && *k != "y"))
+                {
+                    return Err(format!(
+                        "unknown field `{}` in drag path point {j}",
+                        truncate(k, 40)
+                    ));
                 }
             }
         }
-        serde_json::from_value(serde_json::Value::Object(kept))
-            .map_err(|e| format!("invalid `{kind}` action: {e}"))
+        serde_json::from_value(value.clone()).map_err(|e| format!("invalid `{kind}` action: {e}"))
     }
 }
 

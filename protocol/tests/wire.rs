@@ -173,10 +173,21 @@ fn strict_parsing_denies_unknown_fields_and_types() {
 }
 
 #[test]
-fn lenient_parsing_drops_unknown_fields_but_keeps_requirements() {
-    let a = Action::from_model_value(&json!({
+fn model_actions_with_fields_the_schema_does_not_know_are_refused_by_name() {
+    let err = Action::from_model_value(&json!({
         "type": "click", "button": "right", "x": 3, "y": 4, "future_field": true
     }))
+    .unwrap_err();
+    assert_eq!(err, "unknown field `future_field`");
+    let err = Action::from_model_value(
+        &json!({"type": "drag", "path": [{"x": 1, "y": 1}, {"x": 2, "y": 2, "t": 0}]}),
+    )
+    .unwrap_err();
+    assert_eq!(err, "unknown field `t` in drag path point 1");
+    // What the schema defines parses, `keys` included where it belongs.
+    let a = Action::from_model_value(
+        &json!({"type": "click", "button": "right", "x": 3, "y": 4, "keys": null}),
+    )
     .unwrap();
     assert_eq!(
         a,
@@ -187,15 +198,48 @@ fn lenient_parsing_drops_unknown_fields_but_keeps_requirements() {
             keys: None
         }
     );
-    let a = Action::from_model_value(
-        &json!({"type": "drag", "path": [{"x": 1, "y": 1, "t": 0}, {"x": 2, "y": 2}]}),
-    )
-    .unwrap();
-    assert_eq!(a.points().len(), 2);
+    let err = Action::from_model_value(&json!({"type": "type", "text": "a", "keys": ["CTRL"]}))
+        .unwrap_err();
+    assert_eq!(err, "unknown field `keys`");
     let err = Action::from_model_value(&json!({"type": "click", "x": 3, "y": 4})).unwrap_err();
     assert!(err.contains("button"), "{err}");
     let err = Action::from_model_value(&json!({"type": "launch_missiles"})).unwrap_err();
     assert!(err.contains("launch_missiles"), "{err}");
+}
+
+#[test]
+fn the_fields_the_host_accepts_are_the_schemas() {
+    let spec = openapi::openai_spec();
+    let schemas = &spec["components"]["schemas"];
+    let alternatives = schemas["ComputerAction"]["oneOf"].as_array().unwrap();
+    assert_eq!(alternatives.len(), 9);
+    for alt in alternatives {
+        let name = alt["$ref"].as_str().unwrap().rsplit('/').next().unwrap();
+        let schema = &schemas[name];
+        let kind = schema["properties"]["type"]["enum"][0]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} has no type tag"));
+        let mut want: Vec<&str> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        want.sort_unstable();
+        let mut have = Action::schema_fields(kind)
+            .unwrap_or_else(|| panic!("`{kind}` ({name}) is not accepted"))
+            .to_vec();
+        have.sort_unstable();
+        assert_eq!(have, want, "{name}");
+    }
+    let mut point: Vec<&str> = schemas["CoordParam"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    point.sort_unstable();
+    assert_eq!(point, ["x", "y"]);
 }
 
 #[test]
