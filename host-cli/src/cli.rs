@@ -209,8 +209,10 @@ pub struct ActArgs {
 
 const EXIT_STATUS: &str = "Exit status: 0 the run finished (the exercise: and both checks \
 passed); 1 an error, or an exercise check failed; 3 a safety check or an action was denied \
-or refused; 4 the step or time budget ran out; 6 the model ended its turn without a final \
-answer (commentary only); 130 interrupted (Ctrl-C, or `cancel` to an origin question).";
+or refused; 4 the step or time budget ran out; 5 an action failed (refused before its \
+response ran, or by the guest), unless --on-action-error report; 6 the model ended its turn \
+without a final answer (commentary only); 130 interrupted (Ctrl-C, or `cancel` to an origin \
+question).";
 
 /// Runs the command line; returns the exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {

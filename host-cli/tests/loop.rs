@@ -40,7 +40,7 @@ use host_cli::agent::approve::{
 use host_cli::agent::model::{OpenAiModel, RetryPolicy};
 use host_cli::agent::record::{Recorder, resume_point};
 use host_cli::agent::runner::{
-    ContextBudget, Ending, Interrupt, Outcome, Resume, RunOptions, Runner,
+    ContextBudget, Ending, Interrupt, OnActionError, Outcome, Resume, RunOptions, Runner,
 };
 use host_cli::agent::wire::{SafetyCheck, ToolShape};
 use host_cli::channel::{Channel, UnixConnector};
@@ -470,6 +470,13 @@ fn trajectory(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// `opts` with `--on-action-error report`: a failed action is told to the
+/// model and the run goes on.
+fn reporting(mut opts: RunOptions) -> RunOptions {
+    opts.on_action_error = OnActionError::Report;
+    opts
+}
+
 /// `opts` with server-side storage (`--store`), for tests of chaining.
 fn stored(mut opts: RunOptions) -> RunOptions {
     opts.store = true;
@@ -514,6 +521,7 @@ impl Rig {
             confirm_actions: false,
             ask_user: true,
             context: ContextBudget::default(),
+            on_action_error: OnActionError::Stop,
         }
     }
 
@@ -1151,7 +1159,7 @@ async fn l2_an_unknown_action_stops_the_run_with_zero_daemon_events() {
             .push_all([Reply::output(vec![call]), Reply::done("unused")]);
         let mut op = ScriptedOp::new(rig.probe());
         let run = rig.run(rig.opts(), &mut op).await;
-        assert_eq!(run.outcome.ending, Ending::Failed, "{name}");
+        assert_eq!(run.outcome.ending, Ending::ActionFailed, "{name}");
         assert!(
             run.outcome.message.contains(says) && run.outcome.message.contains("call_1"),
             "{name}: {}",
@@ -1835,7 +1843,7 @@ async fn l4_an_invalid_first_screenshot_stops_before_the_model_is_asked() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn l4_an_action_the_daemon_refuses_is_recorded_failed_and_reported_to_the_model() {
+async fn l4_an_action_refused_before_it_runs_is_reported_with_the_screen_unchanged() {
     let rig = Rig::new().await;
     rig.mock.push_all([
         Reply::output(vec![computer_call(
@@ -1844,29 +1852,34 @@ async fn l4_an_action_the_daemon_refuses_is_recorded_failed_and_reported_to_the_
         )]),
         Reply::done("done"),
     ]);
+    let mut opts = rig.opts();
+    opts.on_action_error = OnActionError::Report;
     let mut op = ScriptedOp::new(rig.probe());
-    let run = rig.run(rig.opts(), &mut op).await;
+    let run = rig.run(opts, &mut op).await;
     run.assert_ending(Ending::Finished);
-    // The daemon refused the whole batch before any input (A6).
-    assert_eq!(rig.probe().act_bodies().len(), 1);
+    // Refused by the host against the screenshot the model saw, before
+    // anything was sent (A6): no batch, no input, no ledger entry.
+    assert_eq!(rig.probe().act_bodies().len(), 0);
     assert_eq!(rig.probe().input_events(), vec![]);
-    assert_eq!(run.ledger("call_1"), ["pending", "failed"]);
-    let failed = run.of_kind("ledger").last().unwrap().clone();
-    assert_eq!(failed["detail"]["error"]["code"], "out_of_bounds");
-    // The model hears what happened, with the screen as it is now.
+    assert_eq!(run.ledger("call_1"), Vec::<String>::new());
+    let refused = run.of_kind("refused");
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0]["code"], "out_of_bounds");
+    assert_eq!(refused[0]["index"], 1);
+    assert_eq!(run.outcome.action_failures, 1);
+    // The model hears what happened, with the screen it saw, unchanged.
     let reqs = rig.mock.requests();
     let out = call_output(&reqs[1], "call_1");
-    let url = out["output"]["image_url"].as_str().unwrap();
     assert_eq!(
-        png_size_of_data_url(url),
-        Some((SCREEN.width, SCREEN.height))
+        out["output"]["image_url"],
+        reqs[0].input()[0]["content"][1]["image_url"]
     );
     let input = reqs[1].input();
     let note = user_text(input.last().unwrap()).unwrap();
     assert!(
-        note.contains("Action 1 (click) of computer call call_1 could not be carried out")
-            && note.contains("`out_of_bounds`")
-            && note.contains("0 of its 3 action(s) ran"),
+        note.contains("Nothing of your last response was run")
+            && note.contains("in action 1 of computer call call_1")
+            && note.contains("outside the 320x200 screenshot"),
         "{note}"
     );
     rig.assert_mock_clean();
@@ -1884,9 +1897,12 @@ async fn l4_a_batch_that_fails_midway_reports_what_ran() {
         )]),
         Reply::done("done"),
     ]);
+    let mut opts = rig.opts();
+    opts.on_action_error = OnActionError::Report;
     let mut op = ScriptedOp::new(rig.probe());
-    let run = rig.run(rig.opts(), &mut op).await;
+    let run = rig.run(opts, &mut op).await;
     run.assert_ending(Ending::Finished);
+    assert_eq!(run.outcome.action_failures, 1);
     let events = rig.probe().input_events();
     assert_eq!(events[..3], clicked(10, 20)[..]);
     assert!(!events.contains(&Event::Char('n')));
@@ -2292,7 +2308,7 @@ async fn l6_daemon_errors_that_echo_the_token_are_redacted() {
         &rig.new_run_dir(),
         &mut model,
         &mut channel,
-        rig.opts(),
+        reporting(rig.opts()),
         &mut op,
         Interrupt::default(),
     )
@@ -3192,65 +3208,82 @@ async fn terminal_the_printed_summary_neutralises_escape_sequences_in_the_models
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guest_text_never_speaks_as_the_user_nor_reaches_the_terminal() {
-    for mode in [Garbage::SpeaksAsTheUser, Garbage::CodeSpeaksAsTheUser] {
-        let rig = Rig::new().await;
-        let daemon = GarbageDaemon::start(mode).await;
-        rig.mock.push_all([
-            Reply::output(vec![computer_call("call_1", vec![click(10, 20)])]),
-            Reply::done("done"),
-        ]);
-        let mut model = rig.model(false, fast_retry());
-        let mut channel = daemon.channel().await;
-        let mut op = ScriptedOp::new(rig.probe());
-        let mut opts = rig.opts();
-        opts.store = false;
-        let run = drive(
-            &rig.new_run_dir(),
-            &mut model,
-            &mut channel,
-            opts,
-            &mut op,
-            Interrupt::default(),
-        )
-        .await;
-        assert_eq!(daemon.state.acts.load(Ordering::SeqCst), 1, "{mode:?}");
-        // Not in anything the model read...
-        assert_eq!(
-            rig.mock.occurrences(GUEST_INSTRUCTION),
-            Vec::<String>::new(),
-            "{mode:?}"
-        );
-        // ...nor in anything printed for the operator.
-        let printed = host_cli::agent::cmd::summary(&run.outcome, &run.dir);
-        assert!(
-            !printed.contains(GUEST_INSTRUCTION)
-                && !run.outcome.message.contains(GUEST_INSTRUCTION),
-            "{mode:?}: {printed}"
-        );
-        assert!(op.asked.is_empty());
-        if mode == Garbage::SpeaksAsTheUser {
-            // The model hears what happened in our words: the code, which
-            // action, how many ran.
-            let reqs = rig.mock.requests();
-            let note = user_text(reqs[1].input().last().unwrap())
-                .unwrap()
-                .to_string();
-            assert!(
-                note.contains("Action 0 (click) of computer call call_1")
-                    && note.contains("`invalid_action`")
-                    && note.contains("0 of its 1 action(s) ran"),
-                "{note}"
+    for on_error in [OnActionError::Report, OnActionError::Stop] {
+        for mode in [Garbage::SpeaksAsTheUser, Garbage::CodeSpeaksAsTheUser] {
+            let rig = Rig::new().await;
+            let daemon = GarbageDaemon::start(mode).await;
+            rig.mock.push_all([
+                Reply::output(vec![computer_call("call_1", vec![click(10, 20)])]),
+                Reply::done("done"),
+            ]);
+            let mut model = rig.model(false, fast_retry());
+            let mut channel = daemon.channel().await;
+            let mut op = ScriptedOp::new(rig.probe());
+            let mut opts = rig.opts();
+            opts.on_action_error = on_error;
+            let run = drive(
+                &rig.new_run_dir(),
+                &mut model,
+                &mut channel,
+                opts,
+                &mut op,
+                Interrupt::default(),
+            )
+            .await;
+            let case = format!("{mode:?}, {on_error:?}");
+            assert_eq!(daemon.state.acts.load(Ordering::SeqCst), 1, "{case}");
+            // Not in anything the model read...
+            assert_eq!(
+                rig.mock.occurrences(GUEST_INSTRUCTION),
+                Vec::<String>::new(),
+                "{case}"
             );
-        } else {
-            // Not a code we know: the reply is invalid, its outcome unknown.
-            assert_eq!(run.ledger("call_1"), ["pending", "unknown"]);
+            // ...nor in anything printed for the operator.
+            let printed = host_cli::agent::cmd::summary(&run.outcome, &run.dir);
             assert!(
-                run.outcome.message.contains("unreadable error"),
-                "{}",
-                run.outcome.message
+                !printed.contains(GUEST_INSTRUCTION)
+                    && !run.outcome.message.contains(GUEST_INSTRUCTION),
+                "{case}: {printed}"
             );
+            assert!(op.asked.is_empty());
+            match (mode, on_error) {
+                (Garbage::SpeaksAsTheUser, OnActionError::Report) => {
+                    // The model hears what happened in our words: the
+                    // code, which action, how many ran.
+                    run.assert_ending(Ending::Finished);
+                    let reqs = rig.mock.requests();
+                    let note = user_text(reqs[1].input().last().unwrap())
+                        .unwrap()
+                        .to_string();
+                    assert!(
+                        note.contains("Action 0 (click) of computer call call_1")
+                            && note.contains("`invalid_action`")
+                            && note.contains("0 of its 1 action(s) ran"),
+                        "{note}"
+                    );
+                }
+                (Garbage::SpeaksAsTheUser, OnActionError::Stop) => {
+                    run.assert_ending(Ending::ActionFailed);
+                    assert!(
+                        run.outcome.message.contains("invalid_action"),
+                        "{}",
+                        run.outcome.message
+                    );
+                }
+                _ => {
+                    // Not a code we know: the reply is invalid, its outcome
+                    // unknown.
+                    run.assert_ending(Ending::Failed);
+                    assert_eq!(run.ledger("call_1"), ["pending", "unknown"]);
+                    assert!(
+                        run.outcome.message.contains("unreadable error"),
+                        "{}",
+                        run.outcome.message
+                    );
+                }
+            }
+            rig.assert_mock_clean();
         }
-        rig.assert_mock_clean();
     }
 }
 
@@ -3409,4 +3442,326 @@ async fn storage_is_never_enabled_unless_the_operator_asks() {
         host_cli::cli::Cli::try_parse_from(["host-cli", "run", "--store", "--no-store", "t"])
             .is_err()
     );
+}
+
+// ---------------------------------------------------------------------
+// The whole response checked before any of it runs; failed actions
+// ---------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_valid_move_followed_by_an_invalid_call_produces_zero_effects() {
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "out of bounds",
+            computer_call("call_2", vec![wait(), click(5000, 20)]),
+            "outside the 320x200 screenshot in action 1 of computer call call_2",
+        ),
+        (
+            "an unknown key",
+            computer_call("call_2", vec![keypress(&["CTRL", "HYPERDRIVE"])]),
+            "unknown key `HYPERDRIVE` in action 0 of computer call call_2",
+        ),
+        (
+            "an unknown action",
+            computer_call("call_2", vec![json!({"type": "teleport", "x": 1, "y": 1})]),
+            "unknown action type `teleport` in action 0 of computer call call_2",
+        ),
+        (
+            "a limit",
+            computer_call("call_2", vec![scroll(1, 1, 0, 1_000_000)]),
+            "in action 0 of computer call call_2",
+        ),
+        (
+            "text that cannot be typed",
+            computer_call("call_2", vec![type_text("a\u{0}b")]),
+            "NUL",
+        ),
+    ];
+    for (name, bad, says) in cases {
+        let rig = Rig::new().await;
+        rig.mock.push_all([
+            Reply::output(vec![
+                computer_call("call_1", vec![move_to(5, 6)]),
+                bad,
+                ask_user("call_q", "Which form?"),
+            ]),
+            Reply::done("unused"),
+        ]);
+        let mut op = ScriptedOp::new(rig.probe()).answers([Some("the first")]);
+        let run = rig.run(rig.opts(), &mut op).await;
+        assert_eq!(
+            run.outcome.ending,
+            Ending::ActionFailed,
+            "{name}: {}",
+            run.outcome.message
+        );
+        assert!(
+            run.outcome.message.contains(says),
+            "{name}: {}",
+            run.outcome.message
+        );
+        // Zero daemon calls after the first screenshot; nothing asked.
+        assert_eq!(
+            rig.probe().paths(),
+            ["/v1/info", "/v1/screenshot"],
+            "{name}"
+        );
+        assert_eq!(rig.probe().input_events(), vec![], "{name}");
+        assert!(op.asked.is_empty(), "{name}");
+        assert_eq!(run.ledger("call_1"), Vec::<String>::new(), "{name}");
+        assert_eq!(run.outcome.attempted_call_ids, Vec::<String>::new());
+        assert_eq!(run.outcome.action_failures, 1);
+        assert_eq!(rig.mock.requests().len(), 1, "{name}");
+        rig.assert_mock_clean();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_approval_of_a_response_is_asked_before_any_call_runs() {
+    // The second call's check is denied: the first call, valid and without
+    // checks of its own, must not have run.
+    let rig = Rig::new().await;
+    rig.mock.push_all([
+        Reply::output(vec![
+            computer_call("call_1", vec![move_to(5, 6)]),
+            computer_call_checked("call_2", vec![click(10, 20)], two_checks()),
+        ]),
+        Reply::done("unused"),
+    ]);
+    let mut op = ScriptedOp::new(rig.probe()).checks([deny("no")]);
+    let run = rig.run(rig.opts(), &mut op).await;
+    run.assert_ending(Ending::Denied);
+    assert_eq!(rig.probe().act_bodies().len(), 0);
+    assert_eq!(rig.probe().input_events(), vec![]);
+    // Both calls' checks approved: each asked once, before anything ran.
+    let rig = Rig::new().await;
+    rig.mock.push_all([
+        Reply::output(vec![
+            computer_call_checked("call_1", vec![move_to(5, 6)], vec![two_checks()[0].clone()]),
+            computer_call_checked("call_2", vec![click(10, 20)], vec![two_checks()[1].clone()]),
+        ]),
+        Reply::done("done"),
+    ]);
+    let mut op = ScriptedOp::new(rig.probe()).checks([Decision::Approve, Decision::Approve]);
+    let run = rig.run(rig.opts(), &mut op).await;
+    run.assert_ending(Ending::Finished);
+    let at: Vec<(String, Snap)> = op
+        .asked
+        .iter()
+        .map(|a| match a {
+            Asked::Checks { call_id, at, .. } => (call_id.clone(), *at),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let none = Snap {
+        input: 0,
+        captures: 1,
+        actions: 0,
+    };
+    assert_eq!(
+        at,
+        [("call_1".to_string(), none), ("call_2".to_string(), none)]
+    );
+    assert_eq!(rig.probe().act_bodies().len(), 2);
+    rig.assert_mock_clean();
+}
+
+/// A response whose first call fails at its second action (the fake
+/// driver's 4th input primitive fails), with a second computer call and a
+/// question after it.
+fn failing_response(rig: &Rig) -> Reply {
+    rig.probe().knobs(|s| s.fail_at = Some(4));
+    Reply::output(vec![
+        computer_call(
+            "call_1",
+            vec![click(10, 20), click(30, 40), type_text("never")],
+        ),
+        computer_call("call_2", vec![move_to(7, 7)]),
+        ask_user("call_q", "Shall I go on?"),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_action_stops_the_run_by_default_with_the_call_ids() {
+    let rig = Rig::new().await;
+    rig.mock
+        .push_all([failing_response(&rig), Reply::done("unused")]);
+    let mut op = ScriptedOp::new(rig.probe()).answers([Some("yes")]);
+    let run = rig.run(rig.opts(), &mut op).await;
+    run.assert_ending(Ending::ActionFailed);
+    assert!(
+        run.outcome.message.contains("computer call call_1")
+            && run.outcome.message.contains("at action 1"),
+        "{}",
+        run.outcome.message
+    );
+    assert_eq!(host_cli::agent::cmd::exit_status(run.outcome.ending), 5);
+    // The first click ran, the rest of the response did not.
+    let events = rig.probe().input_events();
+    assert_eq!(events[..3], clicked(10, 20)[..]);
+    assert!(!events.contains(&Event::Motion(7, 7)));
+    assert_eq!(rig.probe().act_bodies().len(), 1);
+    assert!(
+        op.asked.is_empty(),
+        "the question after the failure was asked"
+    );
+    assert_eq!(run.ledger("call_1"), ["pending", "failed"]);
+    assert_eq!(run.ledger("call_2"), Vec::<String>::new());
+    assert_eq!(run.outcome.attempted_call_ids, ["call_1"]);
+    assert_eq!(run.outcome.completed_call_ids, Vec::<String>::new());
+    assert_eq!(run.outcome.action_failures, 1);
+    assert_eq!(rig.mock.requests().len(), 1);
+    let summary: Value =
+        serde_json::from_str(&host_cli::agent::cmd::summary(&run.outcome, &run.dir)).unwrap();
+    assert_eq!(summary["ending"], "action_failed");
+    assert_eq!(summary["attempted_call_ids"], json!(["call_1"]));
+    assert_eq!(summary["completed_call_ids"], json!([]));
+    assert_eq!(summary["action_failures"], 1);
+    assert!(resume_point(&run.dir).unwrap().finished);
+    rig.assert_mock_clean();
+
+    // A failure in the second call: the first completed.
+    let rig = Rig::new().await;
+    rig.probe().knobs(|s| s.fail_at = Some(4));
+    rig.mock.push_all([
+        Reply::output(vec![
+            computer_call("call_1", vec![click(10, 20)]),
+            computer_call("call_2", vec![click(30, 40)]),
+        ]),
+        Reply::done("unused"),
+    ]);
+    let mut op = ScriptedOp::new(rig.probe());
+    let run = rig.run(rig.opts(), &mut op).await;
+    run.assert_ending(Ending::ActionFailed);
+    assert_eq!(run.outcome.attempted_call_ids, ["call_1", "call_2"]);
+    assert_eq!(run.outcome.completed_call_ids, ["call_1"]);
+    rig.assert_mock_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_mode_tells_the_model_skips_the_rest_of_the_response_and_goes_on() {
+    let rig = Rig::new().await;
+    rig.mock.push_all([
+        failing_response(&rig),
+        Reply::output(vec![computer_call("call_3", vec![move_to(8, 8)])]),
+        Reply::done("done"),
+    ]);
+    let mut op = ScriptedOp::new(rig.probe()).answers([Some("yes")]);
+    let run = rig.run(reporting(rig.opts()), &mut op).await;
+    run.assert_ending(Ending::Finished);
+    // call_2 and the question were skipped; the next response ran.
+    let events = rig.probe().input_events();
+    assert!(!events.contains(&Event::Motion(7, 7)));
+    assert!(events.contains(&Event::Motion(8, 8)));
+    assert!(op.asked.is_empty(), "a skipped question was asked");
+    assert_eq!(run.ledger("call_1"), ["pending", "failed"]);
+    assert_eq!(run.ledger("call_2"), Vec::<String>::new());
+    assert_eq!(run.ledger("call_3"), ["pending", "done"]);
+    let skipped: Vec<Value> = run.of_kind("skipped");
+    assert_eq!(skipped.len(), 2);
+    // Every call got its answer, in order, then the note.
+    let reqs = rig.mock.requests();
+    let second = reqs[1].input();
+    let n = second.len();
+    assert_eq!(second[n - 4]["call_id"], "call_1");
+    assert_eq!(second[n - 3]["call_id"], "call_2");
+    assert_eq!(
+        second[n - 3]["output"]["image_url"],
+        second[n - 4]["output"]["image_url"]
+    );
+    assert_eq!(
+        function_output(&reqs[1], "call_q")["error"],
+        json!("not run: an earlier call of the same response failed")
+    );
+    let note = user_text(&second[n - 1]).unwrap();
+    assert!(
+        note.contains("Action 1 (click) of computer call call_1")
+            && note.contains("1 of its 3 action(s) ran")
+            && note.contains("were not run: call_2, call_q"),
+        "{note}"
+    );
+    // The failure still counts.
+    assert_eq!(run.outcome.action_failures, 1);
+    let summary: Value =
+        serde_json::from_str(&host_cli::agent::cmd::summary(&run.outcome, &run.dir)).unwrap();
+    assert_eq!(summary["action_failures"], 1);
+    rig.assert_mock_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_action_with_an_unknown_field_is_refused_never_run_without_it() {
+    let with_foo = json!({"type": "click", "button": "left", "x": 10, "y": 20, "foo": "bar"});
+    let drag_extra =
+        json!({"type": "drag", "path": [{"x": 1, "y": 1}, {"x": 5, "y": 5, "pressure": 1}]});
+    // Stopping (the default): the operator reads which field.
+    for (bad, says) in [
+        (with_foo.clone(), "unknown field `foo` in action 2"),
+        (
+            drag_extra,
+            "unknown field `pressure` in drag path point 1 in action 2",
+        ),
+    ] {
+        let rig = Rig::new().await;
+        rig.mock.push_all([
+            Reply::output(vec![computer_call("call_1", vec![wait(), wait(), bad])]),
+            Reply::done("unused"),
+        ]);
+        let mut op = ScriptedOp::new(rig.probe());
+        let run = rig.run(rig.opts(), &mut op).await;
+        run.assert_ending(Ending::ActionFailed);
+        assert!(
+            run.outcome.message.contains(says),
+            "{}",
+            run.outcome.message
+        );
+        assert_eq!(rig.probe().act_bodies().len(), 0);
+        rig.assert_mock_clean();
+    }
+    // Reporting: the model sees the error, nothing ran, and it can retry.
+    let rig = Rig::new().await;
+    rig.mock.push_all([
+        Reply::output(vec![computer_call(
+            "call_1",
+            vec![wait(), wait(), with_foo.clone()],
+        )]),
+        Reply::output(vec![computer_call("call_2", vec![click(10, 20)])]),
+        Reply::done("done"),
+    ]);
+    let mut op = ScriptedOp::new(rig.probe());
+    let run = rig.run(reporting(rig.opts()), &mut op).await;
+    run.assert_ending(Ending::Finished);
+    let reqs = rig.mock.requests();
+    let input = reqs[1].input();
+    let note = user_text(input.last().unwrap()).unwrap();
+    assert!(
+        note.contains("unknown field `foo` in action 2 of computer call call_1"),
+        "{note}"
+    );
+    // Only the corrected click ran, once.
+    assert_eq!(rig.probe().act_bodies().len(), 1);
+    assert_eq!(rig.probe().input_events(), clicked(10, 20));
+    assert_eq!(run.outcome.action_failures, 1);
+    rig.assert_mock_clean();
+    // A refused response whose calls carry safety checks nobody approved
+    // cannot be answered honestly: the run stops instead.
+    let rig = Rig::new().await;
+    rig.mock.push_all([
+        Reply::output(vec![computer_call_checked(
+            "call_1",
+            vec![with_foo],
+            two_checks(),
+        )]),
+        Reply::done("unused"),
+    ]);
+    let mut op = ScriptedOp::new(rig.probe()).checks([Decision::Approve]);
+    let run = rig.run(reporting(rig.opts()), &mut op).await;
+    run.assert_ending(Ending::ActionFailed);
+    assert!(
+        run.outcome
+            .message
+            .contains("safety checks nobody approved")
+    );
+    assert!(op.asked.is_empty());
+    assert_eq!(rig.mock.requests().len(), 1);
+    rig.assert_mock_clean();
 }

@@ -9,7 +9,8 @@
 //! How a batch travels through these types:
 //! 1. The model emits Responses API actions; the host parses them with
 //!    [`Action::from_model_value`] (a field the schema does not know is
-//!    refused, never dropped).
+//!    refused, never dropped) and checks every call of a response (limits,
+//!    bounds in the last screenshot's map, key names) before any runs.
 //! 2. The host sends a [`BatchRequest`]: the actions plus the
 //!    [`ScreenshotOptions`] of the screenshot the model saw, which also fix
 //!    the coordinate space.

@@ -25,7 +25,9 @@ use super::approve::{Approvals, Policy, Terminal};
 use super::exercise::{self, ExerciseScript};
 use super::model::{Model, OpenAiModel, RetryPolicy};
 use super::record::{self, LedgerState, Recorder};
-use super::runner::{ContextBudget, Ending, Interrupt, Outcome, Resume, RunOptions, Runner};
+use super::runner::{
+    ContextBudget, Ending, Interrupt, OnActionError, Outcome, Resume, RunOptions, Runner,
+};
 use super::scripted::ScriptedModel;
 use super::wire::{self, ToolShape};
 use crate::guest::{self, StartRequest, docker::DockerBackend};
@@ -76,6 +78,11 @@ pub struct RunArgs {
     /// Ask before each action, and before each final screenshot.
     #[arg(long)]
     pub confirm_actions: bool,
+    /// What a failed action does: `stop` the run (ending `action_failed`,
+    /// exit status 5), or `report` it to the model, skip the later calls
+    /// of that response and go on (failures are counted in the summary).
+    #[arg(long, value_enum, default_value_t = OnActionError::Stop)]
+    pub on_action_error: OnActionError,
     /// Decide approvals from this JSON policy file when no one is asked.
     #[arg(long)]
     pub approve_policy: Option<PathBuf>,
@@ -255,6 +262,9 @@ pub fn summary(o: &Outcome, run: &std::path::Path) -> String {
         "message": o.message,
         "steps": o.steps,
         "usage": o.usage,
+        "attempted_call_ids": o.attempted_call_ids,
+        "completed_call_ids": o.completed_call_ids,
+        "action_failures": o.action_failures,
         "loop_overhead_ms_p50": overhead_p50,
         "run_folder": run,
     })))
@@ -272,6 +282,7 @@ pub fn exit_status(ending: Ending) -> u8 {
         Ending::Failed => 1,
         Ending::Denied | Ending::Refused => 3,
         Ending::StepBudget | Ending::TimeBudget => 4,
+        Ending::ActionFailed => 5,
         Ending::NoFinalAnswer => 6,
         Ending::Interrupted => 130,
     }
@@ -331,6 +342,7 @@ pub fn run_options(a: &RunArgs) -> RunOptions {
             max_images: a.context_images.max(1),
             max_bytes: a.context_bytes,
         },
+        on_action_error: a.on_action_error,
     }
 }
 
@@ -594,6 +606,8 @@ async fn exercise_on(
         confirm_actions: false,
         ask_user: false,
         context: ContextBudget::default(),
+        // The script's actions must all work: a failure fails the exercise.
+        on_action_error: OnActionError::Stop,
     };
     recorder.log(
         "run_started",

@@ -5,6 +5,7 @@
 //! - [`scripted`]: the offline scripted model (no key).
 //! - [`exercise`]: the offline exercise's script and its checks.
 //! - [`approve`]: safety-check approvals, action confirmations, ask_user.
+//! - [`preflight`]: every call of a response checked before any runs.
 //! - [`record`]: the run folder, trajectory, screenshots and ledger.
 //! - [`runner`]: the loop that ties them to a session's channel.
 
@@ -12,6 +13,7 @@ pub mod approve;
 pub mod cmd;
 pub mod exercise;
 pub mod model;
+pub mod preflight;
 pub mod record;
 pub mod runner;
 pub mod scripted;

@@ -196,13 +196,21 @@ pub fn resume_point(dir: &Path) -> anyhow::Result<ResumePoint> {
                 let call = v["call_id"].as_str().unwrap_or("").to_string();
                 ledger.insert(call, (v["step"].as_u64().unwrap_or(0) as u32, state));
             }
-            // Only a run the model finished or ended without an answer
-            // (or the operator stopped by refusing) is over; an
+            // Only a run the model finished or ended without an answer,
+            // one stopped by a failed action (whose call has no answer to
+            // send), or one the operator stopped by refusing is over; an
             // interrupted or failed one can resume.
             "run_finished" => {
                 finished = matches!(
                     v["ending"].as_str(),
-                    Some("finished" | "no_final_answer" | "denied" | "refused" | "step_budget")
+                    Some(
+                        "finished"
+                            | "no_final_answer"
+                            | "action_failed"
+                            | "denied"
+                            | "refused"
+                            | "step_budget"
+                    )
                 );
             }
             "run_resumed" => finished = false,

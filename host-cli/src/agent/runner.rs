@@ -8,18 +8,27 @@
 //!    `previous_response_id`.
 //! 2. Ask the model (retries happen inside the model, never here).
 //! 3. Record the response and its usage (CONTRACT.md rule 14).
-//! 4. For each computer call, in order: read the actions leniently (an
-//!    unknown action stops the run, L2); have every pending safety check
-//!    approved or stop with zero daemon calls (rules 10, 12); with
-//!    `--confirm-actions` have each action and the final screenshot
-//!    confirmed (rule 11); write the ledger's `pending`; send the actions
-//!    once; record `done`, `failed` or `unknown`; answer the call with the
-//!    screenshot and the acknowledged checks (exactly the pending ones).
-//! 5. Answer `ask_user` calls from the operator; append queued guidance
-//!    at the end of the turn (rule 19; it does not reset the budget).
-//! 6. Stop on a final message, the step or time budget (the last allowed
-//!    request cannot start new effects, rule 13), Ctrl-C (between
-//!    operations, rule 15) or a denial.
+//! 4. Check the whole response before any of it runs ([`preflight`]):
+//!    every action of every computer call parses strictly (an unknown
+//!    action or field is refused, L2), within limits, inside the last
+//!    screenshot, with known key names; then have every pending safety
+//!    check of every call approved, or stop with zero daemon calls (rules
+//!    10, 12). A refusal is a failed action (step 6).
+//! 5. Then each call in order: with `--confirm-actions` have each action
+//!    and the final screenshot confirmed (rule 11); write the ledger's
+//!    `pending`; send the actions once; record `done`, `failed` or
+//!    `unknown`; answer the call with the screenshot and the acknowledged
+//!    checks (exactly the pending ones). Answer `ask_user` calls from the
+//!    operator; append queued guidance at the end of the turn (rule 19; it
+//!    does not reset the budget).
+//! 6. A failed action (refused here, or refused or stopped by the daemon)
+//!    stops the run, `action_failed`, as the official SDK's runner does;
+//!    with `--on-action-error report` the model is told instead (host
+//!    words only, never the guest's), the later calls of that response are
+//!    skipped and answered as such, and the run goes on.
+//! 7. Stop on a final answer (a commentary-only reply is none), the step or
+//!    time budget (the last allowed request cannot start new effects, rule
+//!    13), Ctrl-C (between operations, rule 15) or a denial.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,13 +36,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use base64::Engine as _;
-use sandtop_protocol::{Action, BatchRequest, ImageFormat, Screenshot, ScreenshotOptions};
+use sandtop_protocol::{
+    Action, BatchRequest, ErrorBody, ImageFormat, Screenshot, ScreenshotOptions,
+};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use super::approve::{self, ActionRequest, CheckRequest, Decision, Operator};
 use super::model::Model;
+use super::preflight::{self, Refusal};
 use super::record::{LedgerState, Recorder, externalize, strip_images};
 use super::wire::{self, OutputItem, RequestParts, SafetyCheck, ToolShape, Usage};
 use crate::channel::{Channel, ChannelError};
@@ -73,6 +85,21 @@ pub struct RunOptions {
     pub confirm_actions: bool,
     pub ask_user: bool,
     pub context: ContextBudget,
+    /// What a failed action does to the run.
+    pub on_action_error: OnActionError,
+}
+
+/// What a failed action does to the run (`--on-action-error`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum OnActionError {
+    /// Stop the run, ending `action_failed` (the official SDK's runner
+    /// does the same).
+    #[default]
+    Stop,
+    /// Tell the model what failed, skip the later calls of that response
+    /// (telling it which), and go on; failures are still counted.
+    Report,
 }
 
 /// How a run ended.
@@ -93,6 +120,9 @@ pub enum Ending {
     Interrupted,
     /// Something broke (model, daemon, unknown outcome).
     Failed,
+    /// An action failed: refused before anything of its response ran, or
+    /// refused or stopped by the daemon (`--on-action-error stop`).
+    ActionFailed,
     /// The model ended its turn without a final answer and without a tool
     /// call: only commentary, an unfinished message, or nothing. The
     /// official SDK's runner rejects such a response; so do we.
@@ -140,6 +170,15 @@ pub struct Outcome {
     /// Per-step loop overhead (ms): step time minus model, daemon and
     /// operator time.
     pub overhead_ms: Vec<f64>,
+    /// The tool calls of the last response the run handled that were
+    /// started (computer calls sent to the daemon, questions asked), and
+    /// those that completed. Call ids only: check the guest before
+    /// repeating one that was attempted and did not complete.
+    pub attempted_call_ids: Vec<String>,
+    pub completed_call_ids: Vec<String>,
+    /// Actions that failed over the whole run (refused here or by the
+    /// daemon, or stopped), also when `--on-action-error report` went on.
+    pub action_failures: u32,
 }
 
 /// Ctrl-C, shared with a signal handler.
@@ -193,9 +232,15 @@ pub struct Runner<'a> {
     last_shot: Option<Screenshot>,
     /// When the time budget runs out.
     deadline: Option<Instant>,
+    /// The run folder's file of `last_shot`, when it was saved.
+    last_file: Option<String>,
     /// Screenshots going out with the next request, as (data URL, file),
     /// so the trajectory can refer to the files instead of the data.
     files: Vec<(String, String)>,
+    /// Calls of the current response started and completed.
+    turn_attempted: Vec<String>,
+    turn_completed: Vec<String>,
+    action_failures: u32,
 }
 
 impl std::fmt::Debug for Runner<'_> {
@@ -206,9 +251,51 @@ impl std::fmt::Debug for Runner<'_> {
     }
 }
 
-enum Stop {
-    Outcome(Ending, String),
+/// How the run ends, when it ends before the response's calls are done.
+type Stop = (Ending, String);
+
+/// One tool call of a response, checked, in the response's order.
+#[derive(Debug)]
+enum Work {
+    Computer {
+        call_id: String,
+        actions: Vec<Action>,
+        checks: Vec<SafetyCheck>,
+    },
+    Function {
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
 }
+
+impl Work {
+    fn call_id(&self) -> &str {
+        match self {
+            Work::Computer { call_id, .. } | Work::Function { call_id, .. } => call_id,
+        }
+    }
+}
+
+/// Why a response is not run at all.
+enum Rejected {
+    /// A computer call the model did not finish (not an action failure).
+    Unfinished(String),
+    /// A call the host refuses (an action failure).
+    Refused(Refusal),
+}
+
+/// How one computer call ended when it did not complete.
+enum CallError {
+    /// The run ends.
+    Stop(Stop),
+    /// The daemon refused or stopped the batch (ledger `failed`); `waited`
+    /// is the daemon time spent.
+    Failed { body: ErrorBody, waited: f64 },
+}
+
+/// What a call skipped after a failure answers.
+const SKIPPED: &str = "not run: an earlier call of the same response failed";
 
 /// A placeholder for screenshots dropped from resent history: 1x1 PNG.
 const PLACEHOLDER_PNG: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGNgYGAAAAAEAAH2FzhVAAAAAElFTkSuQmCC";
@@ -319,12 +406,15 @@ fn turn_end(resp: &wire::ModelResponse) -> (Ending, String) {
 /// Composed from host data only (issue 11, item 1): the error code, from
 /// the closed [`ErrorCode`](sandtop_protocol::ErrorCode) set, in our own
 /// words; the failing action's index and kind, from the actions we sent;
-/// and how many ran. The daemon's `message` is the guest's text and never
-/// reaches the model, which reads this as a user message.
+/// and how many ran; with `--on-action-error report`, the ids of the later
+/// calls of the response that were skipped. The daemon's `message` is the
+/// guest's text and never reaches the model, which reads this as a user
+/// message.
 pub fn failure_note(
     call_id: &str,
     actions: &[Action],
-    body: &sandtop_protocol::ErrorBody,
+    body: &ErrorBody,
+    skipped: &[String],
 ) -> String {
     // The numbers come from the guest too: only values that fit the batch
     // we sent are repeated.
@@ -345,9 +435,17 @@ pub fn failure_note(
     } else {
         ""
     };
+    let skipped = if skipped.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " The later call(s) of that response were not run: {}.",
+            skipped.join(", ")
+        )
+    };
     format!(
         "{what} could not be carried out: {} (`{}`). {ran} of its {} action(s) ran before it; \
-         the rest did not run.{started} The screenshot shows the screen now.",
+         the rest did not run.{started}{skipped} The screenshot shows the screen now.",
         crate::channel::code_meaning(body.code),
         body.code,
         actions.len(),
@@ -377,8 +475,12 @@ impl<'a> Runner<'a> {
             opts,
             interrupt,
             last_shot: None,
+            last_file: None,
             deadline: None,
             files: Vec::new(),
+            turn_attempted: Vec::new(),
+            turn_completed: Vec::new(),
+            action_failures: 0,
         }
     }
 
@@ -445,8 +547,9 @@ impl<'a> Runner<'a> {
                 )?;
                 let url = shot.data_url();
                 let first = wire::user_message(&self.opts.task, Some(&url));
-                self.files.push((url, file));
+                self.files.push((url, file.clone()));
                 self.last_shot = Some(shot);
+                self.last_file = Some(file);
                 (None, 0, vec![first], Vec::new())
             }
         };
@@ -598,62 +701,20 @@ impl<'a> Runner<'a> {
                     overhead,
                 );
             }
-            // 4-5. The calls.
-            let mut waited_ms = 0.0;
-            for item in &resp.items {
-                let out = match item {
-                    OutputItem::ComputerCall {
-                        call_id,
-                        unfinished: Some(status),
-                        ..
-                    } => {
-                        return self.finish(
-                            Ending::Failed,
-                            format!("the model's computer call {call_id} is `{status}`, not completed; it was not run"),
-                            step,
-                            usage,
-                            overhead,
-                        );
-                    }
-                    OutputItem::ComputerCall {
-                        call_id,
-                        actions,
-                        pending_safety_checks,
-                        unfinished: None,
-                    } => {
-                        match self
-                            .computer_call(step, call_id, actions, pending_safety_checks)
-                            .await?
-                        {
-                            Ok((items, w)) => {
-                                waited_ms += w;
-                                items
-                            }
-                            Err(Stop::Outcome(ending, message)) => {
-                                return self.finish(ending, message, step, usage, overhead);
-                            }
-                        }
-                    }
-                    OutputItem::FunctionCall {
-                        call_id,
-                        name,
-                        arguments,
-                    } => {
-                        let t = Instant::now();
-                        let out = self.function_call(step, call_id, name, arguments)?;
-                        waited_ms += ms(t.elapsed());
-                        vec![out]
-                    }
-                    _ => continue,
-                };
-                for o in &out {
-                    self.recorder.log(
-                        "call_output",
-                        json!({"step": step, "item": externalize(o, &self.files)}),
-                    )?;
+            // 4-6. The calls: all checked, all approved, then run.
+            let (out, waited_ms) = match self.turn(step, &resp).await? {
+                Ok(r) => r,
+                Err((ending, message)) => {
+                    return self.finish(ending, message, step, usage, overhead);
                 }
-                next_input.extend(out);
+            };
+            for o in &out {
+                self.recorder.log(
+                    "call_output",
+                    json!({"step": step, "item": externalize(o, &self.files)}),
+                )?;
             }
+            next_input.extend(out);
             for g in self.operator.take_guidance() {
                 self.recorder
                     .log("guidance", json!({"step": step, "text": g}))?;
@@ -674,7 +735,9 @@ impl<'a> Runner<'a> {
     ) -> anyhow::Result<Outcome> {
         self.recorder.log(
             "run_finished",
-            json!({"ending": ending, "message": message, "steps": steps, "usage_totals": usage}),
+            json!({"ending": ending, "message": message, "steps": steps, "usage_totals": usage,
+                   "attempted_call_ids": self.turn_attempted, "completed_call_ids": self.turn_completed,
+                   "action_failures": self.action_failures}),
         )?;
         self.recorder.sync()?;
         Ok(Outcome {
@@ -683,6 +746,9 @@ impl<'a> Runner<'a> {
             steps,
             usage,
             overhead_ms,
+            attempted_call_ids: self.turn_attempted.clone(),
+            completed_call_ids: self.turn_completed.clone(),
+            action_failures: self.action_failures,
         })
     }
 
@@ -721,35 +787,212 @@ impl<'a> Runner<'a> {
         Ok(wire::function_call_output(call_id, &output))
     }
 
-    /// Handles one computer call. The outer `Result` is for recording
-    /// failures; the inner one says whether the run continues.
-    async fn computer_call(
+    /// Handles the tool calls of one response: checks them all, has every
+    /// safety check approved, then runs them in order. Returns the items
+    /// that answer them and the time spent waiting on the daemon and the
+    /// operator, or how the run ends.
+    async fn turn(
         &mut self,
         step: u32,
-        call_id: &str,
-        raw_actions: &[Value],
-        checks: &[SafetyCheck],
+        resp: &wire::ModelResponse,
     ) -> anyhow::Result<Result<(Vec<Value>, f64), Stop>> {
-        // Read the actions (lenient about unknown fields, strict about the rest).
-        let mut actions = Vec::with_capacity(raw_actions.len());
-        for (i, raw) in raw_actions.iter().enumerate() {
-            match Action::from_model_value(raw) {
-                Ok(a) => actions.push(a),
-                Err(e) => {
-                    return Ok(Err(Stop::Outcome(
-                        Ending::Failed,
-                        format!("computer call {call_id}: action {i}: {e}"),
-                    )));
+        self.turn_attempted.clear();
+        self.turn_completed.clear();
+        let work = match self.check_response(resp) {
+            Ok(w) => w,
+            Err(Rejected::Unfinished(m)) => return Ok(Err((Ending::Failed, m))),
+            Err(Rejected::Refused(r)) => return self.refused(step, resp, &r),
+        };
+        let mut waited = match self.approve_all(step, &work)? {
+            Ok(w) => w,
+            Err(stop) => return Ok(Err(stop)),
+        };
+        let mut out = Vec::new();
+        for (n, w) in work.iter().enumerate() {
+            match w {
+                Work::Computer {
+                    call_id,
+                    actions,
+                    checks,
+                } => match self.execute(step, call_id, actions, checks).await? {
+                    Ok((item, t)) => {
+                        waited += t;
+                        out.push(item);
+                    }
+                    Err(CallError::Stop(stop)) => return Ok(Err(stop)),
+                    Err(CallError::Failed { body, waited: t }) => {
+                        waited += t;
+                        self.action_failures += 1;
+                        if self.opts.on_action_error == OnActionError::Stop {
+                            return Ok(Err((
+                                Ending::ActionFailed,
+                                format!(
+                                    "computer call {call_id}: {}; its outcome is recorded as failed",
+                                    crate::channel::refusal(&body)
+                                ),
+                            )));
+                        }
+                        let t = Instant::now();
+                        match self
+                            .report_failure(step, call_id, checks, actions, &body, &work[n + 1..])
+                            .await?
+                        {
+                            Ok(items) => out.extend(items),
+                            Err(stop) => return Ok(Err(stop)),
+                        }
+                        waited += ms(t.elapsed());
+                        break;
+                    }
+                },
+                Work::Function {
+                    call_id,
+                    name,
+                    arguments,
+                } => {
+                    let t = Instant::now();
+                    self.turn_attempted.push(call_id.clone());
+                    out.push(self.function_call(step, call_id, name, arguments)?);
+                    self.turn_completed.push(call_id.clone());
+                    waited += ms(t.elapsed());
                 }
             }
         }
+        Ok(Ok((out, waited)))
+    }
+
+    /// Checks every call of a response with what the host can know
+    /// ([`preflight::check_call`], against the screenshot the model saw),
+    /// before any of it runs.
+    fn check_response(&self, resp: &wire::ModelResponse) -> Result<Vec<Work>, Rejected> {
+        let map = self.last_shot.as_ref().map(|s| s.scale_map);
+        let mut work = Vec::new();
+        for item in &resp.items {
+            match item {
+                OutputItem::ComputerCall {
+                    call_id,
+                    unfinished: Some(status),
+                    ..
+                } => {
+                    return Err(Rejected::Unfinished(format!(
+                        "the model's computer call {call_id} is `{status}`, not completed; \
+                         nothing of that response was run"
+                    )));
+                }
+                OutputItem::ComputerCall {
+                    call_id,
+                    actions,
+                    pending_safety_checks,
+                    unfinished: None,
+                } => work.push(Work::Computer {
+                    call_id: call_id.clone(),
+                    actions: preflight::check_call(call_id, actions, map.as_ref())
+                        .map_err(Rejected::Refused)?,
+                    checks: pending_safety_checks.clone(),
+                }),
+                OutputItem::FunctionCall {
+                    call_id,
+                    name,
+                    arguments,
+                } => work.push(Work::Function {
+                    call_id: call_id.clone(),
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                }),
+                _ => {}
+            }
+        }
+        Ok(work)
+    }
+
+    /// A call refused before anything of its response ran: the run stops
+    /// (`action_failed`), or, reporting, every call of the response is
+    /// answered with the screen the model saw, unchanged, and the model is
+    /// told what was refused.
+    fn refused(
+        &mut self,
+        step: u32,
+        resp: &wire::ModelResponse,
+        r: &Refusal,
+    ) -> anyhow::Result<Result<(Vec<Value>, f64), Stop>> {
+        self.action_failures += 1;
+        self.recorder.log(
+            "refused",
+            json!({"step": step, "call_id": r.call_id, "index": r.index, "code": r.code,
+                   "reason": r.reason}),
+        )?;
+        let stop = format!("{r}; nothing of that response was run");
+        if self.opts.on_action_error == OnActionError::Stop {
+            return Ok(Err((Ending::ActionFailed, stop)));
+        }
+        // Answering a call acknowledges its safety checks, and nobody
+        // approved these: such a response cannot be reported honestly.
+        if let Some(c) = resp.items.iter().find_map(|i| match i {
+            OutputItem::ComputerCall {
+                call_id,
+                pending_safety_checks,
+                ..
+            } if !pending_safety_checks.is_empty() => Some(call_id),
+            _ => None,
+        }) {
+            return Ok(Err((
+                Ending::ActionFailed,
+                format!(
+                    "{stop}; the run stops because computer call {c} of that response carries \
+                     safety checks nobody approved, which answering it would acknowledge"
+                ),
+            )));
+        }
+        let (Some(shot), Some(file)) = (self.last_shot.as_ref(), self.last_file.clone()) else {
+            return Ok(Err((Ending::ActionFailed, stop)));
+        };
+        let url = shot.data_url();
+        let mut out = Vec::new();
+        for item in &resp.items {
+            match item {
+                OutputItem::ComputerCall { call_id, .. } => {
+                    out.push(wire::computer_call_output(call_id, &url, &[]));
+                }
+                OutputItem::FunctionCall { call_id, .. } => {
+                    out.push(wire::function_call_output(
+                        call_id,
+                        &json!({"error": SKIPPED}).to_string(),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        out.push(wire::user_message(
+            &format!(
+                "Nothing of your last response was run: {r}. The screenshot shows the screen \
+                 as it was, unchanged."
+            ),
+            None,
+        ));
+        self.files.push((url, file));
+        Ok(Ok((out, 0.0)))
+    }
+
+    /// Asks the operator about every call's pending safety checks, before
+    /// any call of the response runs; a denial stops the run with nothing
+    /// run. Returns the time the operator took.
+    fn approve_all(&mut self, step: u32, work: &[Work]) -> anyhow::Result<Result<f64, Stop>> {
         let mut waited = 0.0;
-        // Safety checks: all approved, or nothing runs.
-        if !checks.is_empty() {
+        for w in work {
+            let Work::Computer {
+                call_id,
+                actions,
+                checks,
+            } = w
+            else {
+                continue;
+            };
+            if checks.is_empty() {
+                continue;
+            }
             let marked = match self.last_shot.as_ref() {
                 Some(shot) if shot.format == ImageFormat::Png => {
                     let bytes = base64::engine::general_purpose::STANDARD.decode(&shot.data)?;
-                    match approve::mark_targets(&bytes, &actions) {
+                    match approve::mark_targets(&bytes, actions) {
                         Ok(png) => {
                             let path = approve::marked_path(self.recorder.dir(), step, call_id);
                             let name = path
@@ -768,7 +1011,7 @@ impl<'a> Runner<'a> {
                 self.operator.approve_checks(&CheckRequest {
                     call_id,
                     checks,
-                    actions: &actions,
+                    actions,
                     marked: marked.as_deref(),
                 })
             });
@@ -780,13 +1023,26 @@ impl<'a> Runner<'a> {
             )?;
             if let Decision::Deny(reason) = decision {
                 self.recorder.sync()?;
-                return Ok(Err(Stop::Outcome(
+                return Ok(Err((
                     Ending::Denied,
                     format!("safety check not approved ({reason}); nothing was run"),
                 )));
             }
         }
-        // Run, confirming each action first when asked to.
+        Ok(Ok(waited))
+    }
+
+    /// Runs one checked and approved computer call: ledger `pending`, the
+    /// batch sent once (or each action after its confirmation), then
+    /// `done` with the call's output, `failed` (the daemon refused or
+    /// stopped it), or `unknown`.
+    async fn execute(
+        &mut self,
+        step: u32,
+        call_id: &str,
+        actions: &[Action],
+        checks: &[SafetyCheck],
+    ) -> anyhow::Result<Result<(Value, f64), CallError>> {
         let expect = self.last_shot.as_ref().map(|s| s.scale_map);
         self.recorder.ledger(
             step,
@@ -794,19 +1050,20 @@ impl<'a> Runner<'a> {
             LedgerState::Pending,
             json!({"actions": actions, "expect_scale_map": expect}),
         )?;
+        self.turn_attempted.push(call_id.to_string());
         // Daemon (and, with confirmations, operator) time is not loop overhead.
         let t_daemon = Instant::now();
         let result = if self.opts.confirm_actions {
-            match self.run_confirmed(step, call_id, &actions, expect).await? {
+            match self.run_confirmed(step, call_id, actions, expect).await? {
                 Ok(r) => r,
-                Err(stop) => return Ok(Err(stop)),
+                Err(stop) => return Ok(Err(CallError::Stop(stop))),
             }
         } else {
-            let mut req = BatchRequest::new(actions.clone(), self.opts.screenshot);
+            let mut req = BatchRequest::new(actions.to_vec(), self.opts.screenshot);
             req.expect_scale_map = expect;
             self.send(req).await
         };
-        waited += ms(t_daemon.elapsed());
+        let waited = ms(t_daemon.elapsed());
         let shot = match result {
             Ok(shot) => {
                 self.recorder.ledger(
@@ -815,29 +1072,15 @@ impl<'a> Runner<'a> {
                     LedgerState::Done,
                     json!({"executed": actions.len()}),
                 )?;
+                self.turn_completed.push(call_id.to_string());
                 shot
             }
             Err(ChannelError::Daemon { body, .. }) => {
+                // The body (its message included) is kept for the record;
+                // what anyone is told is composed from its code and numbers.
                 self.recorder
                     .ledger(step, call_id, LedgerState::Failed, json!({"error": body}))?;
-                // Tell the model what ran and show it the screen as it is.
-                let shot = match self.screenshot_now().await {
-                    Ok(s) => s,
-                    Err(e) => {
-                        return Ok(Err(Stop::Outcome(
-                            Ending::Failed,
-                            format!("after a failed action: {e:#}"),
-                        )));
-                    }
-                };
-                let file = self.save_shot(step, call_id, &shot)?;
-                self.recorder.log("observation", json!({"step": step, "call_id": call_id, "file": file, "scale_map": shot.scale_map}))?;
-                let note = failure_note(call_id, &actions, &body);
-                let url = shot.data_url();
-                let out = wire::computer_call_output(call_id, &url, checks);
-                self.files.push((url, file));
-                self.last_shot = Some(shot);
-                return Ok(Ok((vec![out, wire::user_message(&note, None)], waited)));
+                return Ok(Err(CallError::Failed { body, waited }));
             }
             Err(e) => {
                 let halted = self.halt_reason();
@@ -849,12 +1092,12 @@ impl<'a> Runner<'a> {
                 self.recorder
                     .ledger(step, call_id, state, json!({"error": e.to_string()}))?;
                 let ending = halted.unwrap_or(Ending::Failed);
-                return Ok(Err(Stop::Outcome(
+                return Ok(Err(CallError::Stop((
                     ending,
                     format!(
                         "computer call {call_id}: {e}; its outcome is recorded as {state:?} (resume with --resume after reconciling)"
                     ),
-                )));
+                ))));
             }
         };
         let file = self.save_shot(step, call_id, &shot)?;
@@ -864,9 +1107,67 @@ impl<'a> Runner<'a> {
         )?;
         let url = shot.data_url();
         let out = wire::computer_call_output(call_id, &url, checks);
-        self.files.push((url, file));
+        self.files.push((url, file.clone()));
         self.last_shot = Some(shot);
-        Ok(Ok((vec![out], waited)))
+        self.last_file = Some(file);
+        Ok(Ok((out, waited)))
+    }
+
+    /// After a failed call, reporting: the screen as it is now answers the
+    /// failed call and every later computer call of the response (none of
+    /// which runs), later function calls are answered as skipped, and the
+    /// model is told what failed and what was skipped, in host words.
+    async fn report_failure(
+        &mut self,
+        step: u32,
+        call_id: &str,
+        checks: &[SafetyCheck],
+        actions: &[Action],
+        body: &ErrorBody,
+        later: &[Work],
+    ) -> anyhow::Result<Result<Vec<Value>, Stop>> {
+        let shot = match self.screenshot_now().await {
+            Ok(s) => s,
+            Err(e) => {
+                return Ok(Err((
+                    Ending::Failed,
+                    format!("after a failed action: {e:#}"),
+                )));
+            }
+        };
+        let file = self.save_shot(step, call_id, &shot)?;
+        self.recorder.log(
+            "observation",
+            json!({"step": step, "call_id": call_id, "file": file, "scale_map": shot.scale_map}),
+        )?;
+        let url = shot.data_url();
+        let mut out = vec![wire::computer_call_output(call_id, &url, checks)];
+        let mut skipped = Vec::new();
+        for w in later {
+            match w {
+                // Their checks were approved before anything ran.
+                Work::Computer {
+                    call_id, checks, ..
+                } => out.push(wire::computer_call_output(call_id, &url, checks)),
+                Work::Function { call_id, .. } => out.push(wire::function_call_output(
+                    call_id,
+                    &json!({"error": SKIPPED}).to_string(),
+                )),
+            }
+            self.recorder.log(
+                "skipped",
+                json!({"step": step, "call_id": w.call_id(), "after": call_id}),
+            )?;
+            skipped.push(w.call_id().to_string());
+        }
+        out.push(wire::user_message(
+            &failure_note(call_id, actions, body, &skipped),
+            None,
+        ));
+        self.files.push((url, file.clone()));
+        self.last_shot = Some(shot);
+        self.last_file = Some(file);
+        Ok(Ok(out))
     }
 
     /// Sends one batch (with its final screenshot), cancellable.
@@ -907,7 +1208,7 @@ impl<'a> Runner<'a> {
                     LedgerState::Failed,
                     json!({"executed": i, "refused": reason}),
                 )?;
-                return Ok(Err(Stop::Outcome(
+                return Ok(Err((
                     Ending::Refused,
                     format!(
                         "the operator refused action {i} of {call_id} ({reason}); {i} action(s) before it ran"
@@ -921,8 +1222,16 @@ impl<'a> Runner<'a> {
                 r = self.channel.act(&req) => r,
                 ending = halted(&self.interrupt, self.deadline) => Err(ChannelError::Http(format!("stopped ({ending:?}) while the action ran"))),
             };
-            if let Err(e) = r {
-                return Ok(Ok(Err(e)));
+            match r {
+                // The daemon saw a batch of one: say where it stands in
+                // the call.
+                Err(ChannelError::Daemon { status, mut body }) => {
+                    body.index = Some(i);
+                    body.executed = Some(i);
+                    return Ok(Ok(Err(ChannelError::Daemon { status, body })));
+                }
+                Err(e) => return Ok(Ok(Err(e))),
+                Ok(_) => {}
             }
         }
         let d = blocking(|| {
@@ -941,7 +1250,7 @@ impl<'a> Runner<'a> {
                 LedgerState::Failed,
                 json!({"executed": actions.len(), "refused": "final screenshot"}),
             )?;
-            return Ok(Err(Stop::Outcome(
+            return Ok(Err((
                 Ending::Refused,
                 format!(
                     "the operator refused the final screenshot of {call_id} ({reason}); all its actions ran"
