@@ -95,6 +95,9 @@ pub fn code_meaning(code: ErrorCode) -> &'static str {
         ErrorCode::Timeout => "it did not finish in time and was stopped",
         ErrorCode::Cancelled => "it was cancelled",
         ErrorCode::DisplayUnavailable => "the display was not available",
+        ErrorCode::InputBlocked => {
+            "another client kept the pointer or keyboard frozen, so the input was not delivered"
+        }
         ErrorCode::ShuttingDown => "the desktop is shutting down",
         _ => "the desktop could not carry it out",
     }
