@@ -662,11 +662,12 @@ async fn exercise_on(
         exercise::check_note(note.as_deref()),
     ];
     for c in &checks {
+        // The detail quotes what the guest's apps stored.
         println!(
             "{} {}: {}",
             if c.ok { "ok  " } else { "FAIL" },
             c.what,
-            c.detail
+            term::safe_line(&c.detail)
         );
     }
     recorder.log("exercise_checks", json!({"checks": checks}))?;
