@@ -9,8 +9,8 @@
 //! `guest gc` leaves no container; 4 guests side by side; the typing corpus
 //! typed into an xterm inside the guest comes out byte-exact and runs
 //! nothing; both channel paths (socket and exec); batched input lands in
-//! order (the demo form filled out of order in one batch, 20 times each
-//! focused, unfocused and with the guest's CPU busy: `e2e/order.rs`).
+//! order (the demo form filled out of order in one batch, focused,
+//! unfocused and with the guest's CPU busy: `e2e/order.rs`).
 //!
 //! How it runs: its own harness (`harness = false`): the cases run one
 //! after the other (a 2-core host runs them faster that way than racing),
