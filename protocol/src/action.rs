@@ -128,6 +128,20 @@ pub enum ActionRejection {
     Invalid(String),
 }
 
+impl ActionRejection {
+    /// The wire code for this refusal (one mapping, for the daemon and for
+    /// the host's preflight).
+    pub fn code(&self) -> crate::ErrorCode {
+        match self {
+            ActionRejection::Limit(_) => crate::ErrorCode::LimitExceeded,
+            ActionRejection::OutOfBounds { .. } => crate::ErrorCode::OutOfBounds,
+            ActionRejection::BadText(_) | ActionRejection::Invalid(_) => {
+                crate::ErrorCode::InvalidAction
+            }
+        }
+    }
+}
+
 impl std::fmt::Display for ActionRejection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

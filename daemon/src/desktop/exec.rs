@@ -11,9 +11,7 @@
 
 use std::time::Duration;
 
-use sandtop_protocol::{
-    Action, ActionRejection, BatchRequest, ErrorBody, ErrorCode, ScaleMap, Size, limits,
-};
+use sandtop_protocol::{Action, BatchRequest, ErrorBody, ErrorCode, ScaleMap, Size, limits};
 use xkeysym::Keysym;
 
 use super::Cancel;
@@ -128,16 +126,9 @@ pub fn plan(req: &BatchRequest, screen: Size) -> Result<(Vec<Step>, ScaleMap), E
     }
     let mut steps = Vec::with_capacity(req.actions.len());
     for (i, action) in req.actions.iter().enumerate() {
-        action.check_limits().map_err(|r| {
-            let code = match r {
-                ActionRejection::Limit(_) => ErrorCode::LimitExceeded,
-                ActionRejection::OutOfBounds { .. } => ErrorCode::OutOfBounds,
-                ActionRejection::BadText(_) | ActionRejection::Invalid(_) => {
-                    ErrorCode::InvalidAction
-                }
-            };
-            reject(i, code, format!("{}: {r}", action.kind()))
-        })?;
+        action
+            .check_limits()
+            .map_err(|r| reject(i, r.code(), format!("{}: {r}", action.kind())))?;
         let at = |x: i64, y: i64| {
             map.to_screen(x, y)
                 .map_err(|e| reject(i, ErrorCode::OutOfBounds, format!("{}: {e}", action.kind())))

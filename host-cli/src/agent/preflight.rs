@@ -20,7 +20,7 @@
 //! meanwhile, a character no keysym types) is still refused by the daemon,
 //! before that batch runs.
 
-use sandtop_protocol::{Action, ActionRejection, ErrorCode, ScaleMap, keys, limits};
+use sandtop_protocol::{Action, ErrorCode, ScaleMap, keys, limits};
 use serde_json::Value;
 
 /// Why a call was refused before anything ran.
@@ -79,16 +79,9 @@ pub fn check_call(
         let action = Action::from_model_value(value)
             .map_err(|e| refuse(Some(i), ErrorCode::InvalidAction, e))?;
         let kind = action.kind();
-        action.check_limits().map_err(|r| {
-            let code = match r {
-                ActionRejection::Limit(_) => ErrorCode::LimitExceeded,
-                ActionRejection::OutOfBounds { .. } => ErrorCode::OutOfBounds,
-                ActionRejection::BadText(_) | ActionRejection::Invalid(_) => {
-                    ErrorCode::InvalidAction
-                }
-            };
-            refuse(Some(i), code, format!("{kind}: {r}"))
-        })?;
+        action
+            .check_limits()
+            .map_err(|r| refuse(Some(i), r.code(), format!("{kind}: {r}")))?;
         if let Some(map) = map {
             for p in action.points() {
                 map.to_screen(p.x, p.y)
