@@ -38,6 +38,7 @@ use host_cli::agent::approve::{
     ActionRequest, Approvals, CheckRequest, Decision, Operator, Policy, PolicyAnswer,
 };
 use host_cli::agent::model::{OpenAiModel, RetryPolicy};
+use host_cli::agent::progress::Progress;
 use host_cli::agent::record::{Recorder, resume_point};
 use host_cli::agent::runner::{
     ContextBudget, Ending, Interrupt, OnActionError, Outcome, Resume, RunOptions, Runner,
@@ -3763,5 +3764,172 @@ async fn an_action_with_an_unknown_field_is_refused_never_run_without_it() {
     );
     assert!(op.asked.is_empty());
     assert_eq!(rig.mock.requests().len(), 1);
+    rig.assert_mock_clean();
+}
+
+// ---------------------------------------------------------------------
+// Issue 11, item 11: progress while it runs
+// ---------------------------------------------------------------------
+
+/// A writer the test reads back.
+#[derive(Clone, Default)]
+struct Buf(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Buf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        lock(&self.0).extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Buf {
+    fn text(&self) -> String {
+        String::from_utf8(lock(&self.0).clone()).unwrap()
+    }
+}
+
+/// Runs with progress going to two buffers: (run, stderr lines, events).
+async fn run_with_progress(
+    rig: &Rig,
+    opts: RunOptions,
+    op: &mut dyn Operator,
+    lines: bool,
+    events: bool,
+) -> (Run, String, String) {
+    let (err, out) = (Buf::default(), Buf::default());
+    let dir = rig.new_run_dir();
+    let mut model = rig.model(opts.stream, fast_retry());
+    let mut channel = rig.daemon.channel().await;
+    let mut recorder = start_recorder(&dir);
+    let progress = Progress::to(
+        lines.then(|| Box::new(err.clone()) as Box<dyn std::io::Write + Send>),
+        events.then(|| Box::new(out.clone()) as Box<dyn std::io::Write + Send>),
+    );
+    let mut runner = Runner::new(
+        &mut model,
+        &mut channel,
+        op,
+        &mut recorder,
+        opts,
+        Interrupt::default(),
+    )
+    .with_progress(progress);
+    let outcome = tokio::time::timeout(RUN_LIMIT, runner.run(None))
+        .await
+        .expect("the run hung")
+        .unwrap();
+    drop(runner);
+    drop(recorder);
+    let run = Run {
+        outcome,
+        dir: dir.clone(),
+        lines: trajectory(&dir),
+    };
+    (run, err.text(), out.text())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_is_a_line_per_step_on_stderr_and_one_json_object_per_event() {
+    let rig = Rig::new().await;
+    rig.mock.push_all([
+        Reply::output(vec![computer_call(
+            "call_1",
+            vec![click(10, 20), type_text("hi")],
+        )]),
+        Reply::output(vec![
+            computer_call("call_2", vec![move_to(5, 5)]),
+            ask_user("call_q", "Which name?"),
+        ]),
+        Reply::done("done"),
+    ]);
+    let mut op = ScriptedOp::new(rig.probe()).answers([Some("Ada")]);
+    let (run, err, out) = run_with_progress(&rig, rig.opts(), &mut op, true, true).await;
+    run.assert_ending(Ending::Finished);
+    // One line per step: the step, each call with its action kinds, the
+    // model's and the daemon's time.
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    let pattern = |l: &str, head: &str| {
+        l.starts_with(head)
+            && l.contains(" | model ")
+            && l.ends_with(" ms")
+            && l.contains(" | daemon ")
+    };
+    assert!(
+        pattern(lines[0], "host-cli: step 1/10: call_1 click,type | "),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        pattern(
+            lines[1],
+            "host-cli: step 2/10: call_2 move; call_q ask_user | "
+        ),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        pattern(lines[2], "host-cli: step 3/10: no tool call | "),
+        "{}",
+        lines[2]
+    );
+    // Events: every stdout line one JSON object, in the run's order.
+    let events: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "started", "model", "call", "step", "model", "call", "call", "step", "model", "step",
+            "finished"
+        ]
+    );
+    let call = &events[2];
+    assert_eq!(call["call_id"], "call_1");
+    assert_eq!(call["kinds"], json!(["click", "type"]));
+    assert_eq!(call["state"], "done");
+    assert!(call["daemon_ms"].as_f64().unwrap() > 0.0, "{call}");
+    assert_eq!(events[1]["calls"], 1);
+    assert!(events[1]["model_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(events[6]["state"], "answered");
+    assert_eq!(events[10]["ending"], "finished");
+    assert_eq!(events[10]["steps"], 3);
+    // --quiet: no line at all; without --events: no event.
+    rig.mock.push_all([
+        Reply::output(vec![computer_call("call_3", vec![click(1, 1)])]),
+        Reply::done("done"),
+    ]);
+    let mut op = ScriptedOp::new(rig.probe());
+    let (run, err, out) = run_with_progress(&rig, rig.opts(), &mut op, false, false).await;
+    run.assert_ending(Ending::Finished);
+    assert_eq!((err.as_str(), out.as_str()), ("", ""));
+    rig.assert_mock_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_reports_failed_refused_and_skipped_calls() {
+    let rig = Rig::new().await;
+    // A call the host refuses: the line says so, nothing ran.
+    rig.mock.push_all([Reply::output(vec![
+        computer_call("call_ok", vec![move_to(1, 1)]),
+        computer_call("call_bad", vec![click(5000, 5000)]),
+    ])]);
+    let mut op = ScriptedOp::new(rig.probe());
+    let (run, err, _) = run_with_progress(&rig, rig.opts(), &mut op, true, false).await;
+    run.assert_ending(Ending::ActionFailed);
+    assert!(
+        err.starts_with(
+            "host-cli: step 1/10: call_ok move (skipped); call_bad click (refused) | model "
+        ),
+        "{err}"
+    );
     rig.assert_mock_clean();
 }

@@ -24,6 +24,7 @@ use serde_json::json;
 use super::approve::{Approvals, Policy, Terminal};
 use super::exercise::{self, ExerciseScript};
 use super::model::{Model, OpenAiModel, RetryPolicy};
+use super::progress::{EventsFormat, Progress};
 use super::record::{self, LedgerState, Recorder};
 use super::runner::{
     ContextBudget, Ending, Interrupt, OnActionError, Outcome, Resume, RunOptions, Runner,
@@ -118,6 +119,13 @@ pub struct RunArgs {
     /// Backend of a guest this run boots.
     #[arg(long, value_enum, default_value_t = BackendKind::Docker)]
     pub backend: BackendKind,
+    /// No progress lines on stderr (one per step by default).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// Also print every event of the run on stdout, one JSON object per
+    /// line (`event` says which); the summary is the last line.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub events: Option<EventsFormat>,
     #[command(flatten)]
     pub net: crate::egress::service::NetworkArgs,
 }
@@ -271,8 +279,17 @@ pub fn summary(o: &Outcome, run: &std::path::Path) -> String {
     .unwrap_or_default()
 }
 
-fn print_outcome(o: &Outcome, run: &std::path::Path) {
-    println!("{}", summary(o, run));
+/// Prints the summary: pretty JSON, or, when events go out as JSON
+/// lines, the last of them.
+fn print_outcome(o: &Outcome, run: &std::path::Path, progress: &mut Progress) {
+    let s = summary(o, run);
+    if progress.json() {
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&s) {
+            progress.summary(&v);
+        }
+    } else {
+        println!("{s}");
+    }
 }
 
 /// The exit status of a run that ended this way (`--help` lists them).
@@ -509,7 +526,7 @@ async fn run_on(
         }
         None => None,
     };
-    let outcome = Runner::new(
+    let mut runner = Runner::new(
         model.as_mut(),
         &mut channel,
         &mut op,
@@ -517,12 +534,13 @@ async fn run_on(
         opts,
         interrupt,
     )
-    .run(resume)
-    .await?;
+    .with_progress(Progress::for_cli(a.quiet, a.events));
+    let outcome = runner.run(resume).await?;
+    let mut progress = runner.into_progress();
     if let Some(task) = egress {
         task.abort();
     }
-    print_outcome(&outcome, &dir_path);
+    print_outcome(&outcome, &dir_path, &mut progress);
     Ok(exit_for(outcome.ending))
 }
 
@@ -622,7 +640,7 @@ async fn exercise_on(
     }
     let interrupt = Interrupt::default();
     watch_ctrl_c(&interrupt);
-    let outcome = Runner::new(
+    let mut runner = Runner::new(
         &mut model,
         &mut channel,
         &mut op,
@@ -630,9 +648,10 @@ async fn exercise_on(
         opts,
         interrupt,
     )
-    .run(None)
-    .await?;
-    print_outcome(&outcome, &run);
+    .with_progress(Progress::for_cli(false, None));
+    let outcome = runner.run(None).await?;
+    let mut progress = runner.into_progress();
+    print_outcome(&outcome, &run, &mut progress);
     if !outcome.ending.success() {
         // The run's own exit code: 3 when a check was denied, 130 on
         // Ctrl-C, 4 for a budget, as `host-cli run` with a model.

@@ -6,6 +6,7 @@
 //! - [`exercise`]: the offline exercise's script and its checks.
 //! - [`approve`]: safety-check approvals, action confirmations, ask_user.
 //! - [`preflight`]: every call of a response checked before any runs.
+//! - [`progress`]: a line per step on stderr, `--events json` on stdout.
 //! - [`record`]: the run folder, trajectory, screenshots and ledger.
 //! - [`runner`]: the loop that ties them to a session's channel.
 
@@ -14,6 +15,7 @@ pub mod cmd;
 pub mod exercise;
 pub mod model;
 pub mod preflight;
+pub mod progress;
 pub mod record;
 pub mod runner;
 pub mod scripted;

@@ -46,6 +46,7 @@ use tokio::sync::Notify;
 use super::approve::{self, ActionRequest, CheckRequest, Decision, Operator};
 use super::model::Model;
 use super::preflight::{self, Refusal};
+use super::progress::{CallState, Event, Progress, StepCall};
 use super::record::{LedgerState, Recorder, externalize, strip_images};
 use super::wire::{self, OutputItem, RequestParts, SafetyCheck, ToolShape, Usage};
 use crate::channel::{Channel, ChannelError};
@@ -241,6 +242,18 @@ pub struct Runner<'a> {
     turn_attempted: Vec<String>,
     turn_completed: Vec<String>,
     action_failures: u32,
+    /// Where progress lines and events go.
+    progress: Progress,
+    /// The step being reported, until its line is out.
+    report: Option<StepReport>,
+}
+
+/// What the progress line of the current step says.
+#[derive(Debug)]
+struct StepReport {
+    step: u32,
+    model_ms: f64,
+    calls: Vec<StepCall>,
 }
 
 impl std::fmt::Debug for Runner<'_> {
@@ -481,6 +494,58 @@ impl<'a> Runner<'a> {
             turn_attempted: Vec::new(),
             turn_completed: Vec::new(),
             action_failures: 0,
+            progress: Progress::silent(),
+            report: None,
+        }
+    }
+
+    /// Shows the run's progress there (the default shows nothing).
+    pub fn with_progress(mut self, progress: Progress) -> Runner<'a> {
+        self.progress = progress;
+        self
+    }
+
+    /// Hands the progress sink back (for the summary).
+    pub fn into_progress(self) -> Progress {
+        self.progress
+    }
+
+    /// A tool call of the current step ended: reported as an event, and
+    /// kept for the step's line.
+    fn call_ended(
+        &mut self,
+        step: u32,
+        call_id: &str,
+        kinds: Vec<String>,
+        state: CallState,
+        daemon_ms: f64,
+    ) {
+        let call = StepCall {
+            call_id: call_id.to_string(),
+            kinds,
+            state,
+            daemon_ms,
+        };
+        self.progress.emit(&Event::Call {
+            step,
+            call: call.clone(),
+        });
+        if let Some(r) = self.report.as_mut() {
+            r.calls.push(call);
+        }
+    }
+
+    /// The current step is over: its line and event.
+    fn end_step(&mut self) {
+        if let Some(r) = self.report.take() {
+            let daemon_ms = r.calls.iter().map(|c| c.daemon_ms).sum();
+            self.progress.emit(&Event::Step {
+                step: r.step,
+                max_steps: self.opts.max_steps,
+                calls: r.calls,
+                model_ms: r.model_ms,
+                daemon_ms,
+            });
         }
     }
 
@@ -556,6 +621,10 @@ impl<'a> Runner<'a> {
         if self.last_shot.is_none() {
             self.last_shot = Some(self.screenshot_now().await?);
         }
+        self.progress.emit(&Event::Started {
+            max_steps: self.opts.max_steps,
+            steps_done: step,
+        });
         loop {
             if self.interrupt.is_set() {
                 return self.finish(
@@ -645,6 +714,11 @@ impl<'a> Runner<'a> {
                 }
             };
             let model_ms = ms(stats.duration);
+            self.report = Some(StepReport {
+                step,
+                model_ms,
+                calls: Vec::new(),
+            });
             // 3. Record it.
             usage.add(resp.usage);
             self.recorder.log(
@@ -682,6 +756,13 @@ impl<'a> Runner<'a> {
                     )
                 })
                 .count();
+            self.progress.emit(&Event::Model {
+                step,
+                model_ms,
+                attempts: stats.attempts,
+                calls,
+                usage: resp.usage,
+            });
             if calls == 0 {
                 self.recorder.sync()?;
                 overhead.push((ms(t_step.elapsed()) - model_ms).max(0.0));
@@ -721,6 +802,7 @@ impl<'a> Runner<'a> {
                 next_input.push(wire::user_message(&g, None));
             }
             self.recorder.sync()?;
+            self.end_step();
             overhead.push((ms(t_step.elapsed()) - model_ms - waited_ms).max(0.0));
         }
     }
@@ -733,6 +815,8 @@ impl<'a> Runner<'a> {
         usage: UsageTotals,
         overhead_ms: Vec<f64>,
     ) -> anyhow::Result<Outcome> {
+        self.end_step();
+        self.progress.emit(&Event::Finished { ending, steps });
         self.recorder.log(
             "run_finished",
             json!({"ending": ending, "message": message, "steps": steps, "usage_totals": usage,
@@ -853,6 +937,7 @@ impl<'a> Runner<'a> {
                     self.turn_attempted.push(call_id.clone());
                     out.push(self.function_call(step, call_id, name, arguments)?);
                     self.turn_completed.push(call_id.clone());
+                    self.call_ended(step, call_id, vec![name.clone()], CallState::Answered, 0.0);
                     waited += ms(t.elapsed());
                 }
             }
@@ -920,6 +1005,34 @@ impl<'a> Runner<'a> {
             json!({"step": step, "call_id": r.call_id, "index": r.index, "code": r.code,
                    "reason": r.reason}),
         )?;
+        for item in &resp.items {
+            let (id, kinds, state) = match item {
+                OutputItem::ComputerCall {
+                    call_id, actions, ..
+                } => (
+                    call_id,
+                    actions
+                        .iter()
+                        .map(|a| {
+                            a.get("type")
+                                .and_then(Value::as_str)
+                                .unwrap_or("?")
+                                .to_string()
+                        })
+                        .collect(),
+                    if *call_id == r.call_id {
+                        CallState::Refused
+                    } else {
+                        CallState::Skipped
+                    },
+                ),
+                OutputItem::FunctionCall { call_id, name, .. } => {
+                    (call_id, vec![name.clone()], CallState::Skipped)
+                }
+                _ => continue,
+            };
+            self.call_ended(step, id, kinds, state, 0.0);
+        }
         let stop = format!("{r}; nothing of that response was run");
         if self.opts.on_action_error == OnActionError::Stop {
             return Ok(Err((Ending::ActionFailed, stop)));
@@ -1053,10 +1166,15 @@ impl<'a> Runner<'a> {
         self.turn_attempted.push(call_id.to_string());
         // Daemon (and, with confirmations, operator) time is not loop overhead.
         let t_daemon = Instant::now();
+        let kinds: Vec<String> = actions.iter().map(|a| a.kind().to_string()).collect();
         let result = if self.opts.confirm_actions {
             match self.run_confirmed(step, call_id, actions, expect).await? {
                 Ok(r) => r,
-                Err(stop) => return Ok(Err(CallError::Stop(stop))),
+                Err(stop) => {
+                    let t = ms(t_daemon.elapsed());
+                    self.call_ended(step, call_id, kinds, CallState::Failed, t);
+                    return Ok(Err(CallError::Stop(stop)));
+                }
             }
         } else {
             let mut req = BatchRequest::new(actions.to_vec(), self.opts.screenshot);
@@ -1073,6 +1191,7 @@ impl<'a> Runner<'a> {
                     json!({"executed": actions.len()}),
                 )?;
                 self.turn_completed.push(call_id.to_string());
+                self.call_ended(step, call_id, kinds, CallState::Done, waited);
                 shot
             }
             Err(ChannelError::Daemon { body, .. }) => {
@@ -1080,6 +1199,7 @@ impl<'a> Runner<'a> {
                 // what anyone is told is composed from its code and numbers.
                 self.recorder
                     .ledger(step, call_id, LedgerState::Failed, json!({"error": body}))?;
+                self.call_ended(step, call_id, kinds, CallState::Failed, waited);
                 return Ok(Err(CallError::Failed { body, waited }));
             }
             Err(e) => {
@@ -1091,6 +1211,12 @@ impl<'a> Runner<'a> {
                 };
                 self.recorder
                     .ledger(step, call_id, state, json!({"error": e.to_string()}))?;
+                let shown = if state == LedgerState::Unknown {
+                    CallState::Unknown
+                } else {
+                    CallState::Failed
+                };
+                self.call_ended(step, call_id, kinds, shown, waited);
                 let ending = halted.unwrap_or(Ending::Failed);
                 return Ok(Err(CallError::Stop((
                     ending,
@@ -1158,6 +1284,13 @@ impl<'a> Runner<'a> {
                 "skipped",
                 json!({"step": step, "call_id": w.call_id(), "after": call_id}),
             )?;
+            let kinds = match w {
+                Work::Computer { actions, .. } => {
+                    actions.iter().map(|a| a.kind().to_string()).collect()
+                }
+                Work::Function { name, .. } => vec![name.clone()],
+            };
+            self.call_ended(step, w.call_id(), kinds, CallState::Skipped, 0.0);
             skipped.push(w.call_id().to_string());
         }
         out.push(wire::user_message(
