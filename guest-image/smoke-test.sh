@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts the guest image the hardened way and checks it from inside:
-# uid 1000, no setuid/setgid bits, no compiler, capabilities/no_new_privs/
+# uid 2000000000 (no host account), no setuid/setgid bits, no compiler, capabilities/no_new_privs/
 # seccomp, Xvfb + openbox + the demo form + session D-Bus running, the form
 # storing a POST with non-ASCII text byte-exact, Firefox loading the form on
 # DISPLAY=:0, and the container's memory idle and with the browser.
@@ -9,7 +9,7 @@
 #   guest-image/smoke-test.sh              # IMAGE=sandtop-guest:latest
 #   KEEP=1 guest-image/smoke-test.sh       # leave the container running
 #
-# Needs: docker; root (or uid 1000) to give the session folder to uid 1000.
+# Needs: docker; root to give the session folder to the guest uid 2000000000.
 #
 # Commands in single quotes run inside the guest, on purpose:
 # shellcheck disable=SC2016
@@ -40,16 +40,16 @@ fail() {
 guest() { docker exec "$NAME" sh -c "$1"; }
 
 if ((EUID == 0)); then
-    chown 1000:1000 "$SESSION"
+    chown 2000000000:2000000000 "$SESSION"
     chmod 0700 "$SESSION"
 else
-    chmod 0777 "$SESSION" # not root: let uid 1000 in anyway
+    chmod 0777 "$SESSION" # not root: let the guest uid in anyway
 fi
 
 docker run -d --name "$NAME" --label sandtop.test=smoke \
     --read-only \
     --tmpfs /tmp:rw,nosuid,nodev,noexec,size=256m,mode=1777 \
-    --tmpfs /home/user:rw,nosuid,nodev,noexec,size=512m,uid=1000,gid=1000,mode=0700 \
+    --tmpfs /home/user:rw,nosuid,nodev,noexec,size=512m,uid=2000000000,gid=2000000000,mode=0700 \
     --cap-drop ALL --security-opt no-new-privileges --network none \
     --memory 2g --memory-swap 2g --pids-limit 512 --shm-size 256m \
     -e SANDTOP_DEMO_LOG=debug \
@@ -68,7 +68,7 @@ if [[ "$health" == healthy ]]; then ok "container healthy"; else
 fi
 
 ids="$(guest 'echo "$(id -u):$(id -g)"')"
-if [[ "$ids" == 1000:1000 ]]; then ok "runs as 1000:1000"; else fail "uid:gid $ids"; fi
+if [[ "$ids" == 2000000000:2000000000 ]]; then ok "runs as 2000000000:2000000000"; else fail "uid:gid $ids"; fi
 suid="$(guest 'find / -xdev -perm /6000 2>/dev/null' || true)"
 if [[ -z "$suid" ]]; then ok "no setuid/setgid bits"; else fail "setuid/setgid: $suid"; fi
 compilers="$(guest 'for c in cc gcc c++ g++ clang rustc cargo go tcc as ld sudo; do command -v $c; done' || true)"

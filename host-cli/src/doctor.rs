@@ -373,7 +373,7 @@ async fn isolation(backend: &DockerBackend, container: &str) -> Check {
     };
     let zero = "0000000000000000";
     let mut bad = Vec::new();
-    if v["ids"]["uid"] != 1000 {
+    if v["ids"]["uid"] != crate::guest::docker::GUEST_UID {
         bad.push(format!("uid {}", v["ids"]["uid"]));
     }
     for k in ["CapEff", "CapPrm", "CapBnd"] {
@@ -400,7 +400,7 @@ async fn isolation(backend: &DockerBackend, container: &str) -> Check {
         check(
             "isolation",
             Verdict::Ok,
-            "uid 1000, no capabilities, no_new_privs, seccomp filter, read-only root, no network (probe)",
+            "the guest's uid (no host account's), no capabilities, no_new_privs, seccomp filter, read-only root, no network (probe)",
         )
     } else {
         fail(

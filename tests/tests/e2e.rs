@@ -56,6 +56,9 @@ const LONG: Duration = Duration::from_secs(30);
 #[path = "e2e/order.rs"]
 mod order;
 use order::batched_form_input_lands_in_each_field;
+#[path = "e2e/boundary.rs"]
+mod boundary;
+use boundary::other_host_users_cannot_reach_a_guest;
 
 /// What every case gets.
 struct Ctx {
@@ -77,6 +80,9 @@ macro_rules! cases {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if std::env::var_os(boundary::HOST_PROBE_ENV).is_some() {
+        return boundary::host_probe(&args);
+    }
     let all = cases![
         security_from_inside_and_outside,
         limits_hold_against_a_fork_bomb_and_a_memory_hog,
@@ -87,6 +93,7 @@ fn main() -> ExitCode {
         typed_corpus_in_guest_xterm_is_byte_exact,
         both_channel_paths_work,
         batched_form_input_lands_in_each_field,
+        other_host_users_cannot_reach_a_guest,
     ];
     if args.iter().any(|a| a == "--list") {
         for (n, _) in &all {
@@ -317,7 +324,7 @@ impl Guest {
     }
 
     async fn processes(&self) -> anyhow::Result<Vec<Value>> {
-        let v = self.probe(&["ps"], "1000:1000").await?;
+        let v = self.probe(&["ps"], &docker::guest_user()).await?;
         Ok(v["processes"].as_array().cloned().unwrap_or_default())
     }
 
@@ -484,7 +491,7 @@ async fn security_from_inside_and_outside(ctx: Arc<Ctx>) -> anyhow::Result<()> {
     let h = c.host_config.clone().context("HostConfig")?;
     let cfg = c.config.clone().context("Config")?;
     ensure!(
-        cfg.user.as_deref() == Some("1000:1000"),
+        cfg.user.as_deref() == Some(docker::guest_user().as_str()),
         "C1 user {:?}",
         cfg.user
     );
@@ -589,14 +596,16 @@ async fn security_from_inside_and_outside(ctx: Arc<Ctx>) -> anyhow::Result<()> {
         .ok()
         .and_then(|n| n.ipam?.config?.into_iter().find_map(|c| c.gateway))
         .unwrap_or_else(|| "172.17.0.1".to_string());
-    let p = g.probe(&["--gateway", &gateway], "1000:1000").await?;
+    let p = g
+        .probe(&["--gateway", &gateway], &docker::guest_user())
+        .await?;
     let text = p.to_string();
     ensure!(
         !text.contains(token.expose()),
         "the probe saw the token's value"
     );
     ensure!(
-        p["ids"]["uid"] == 1000 && p["ids"]["gid"] == 1000,
+        p["ids"]["uid"] == docker::GUEST_UID && p["ids"]["gid"] == docker::GUEST_GID,
         "C1 {}",
         p["ids"]
     );
@@ -784,7 +793,7 @@ async fn security_from_inside_and_outside(ctx: Arc<Ctx>) -> anyhow::Result<()> {
     );
 
     // --- C8: an orphan is reaped by the init.
-    let o = g.probe(&["orphans"], "1000:1000").await?;
+    let o = g.probe(&["orphans"], &docker::guest_user()).await?;
     ensure!(o["orphan_pid"].is_u64(), "C8 {o}");
     ensure!(
         o["orphan_parent"] == 1,
@@ -962,7 +971,7 @@ async fn killed_display_is_detected_and_restarted(ctx: Arc<Ctx>) -> anyhow::Resu
             .and_then(|p| p["pid"].as_u64())
             .with_context(|| format!("{victim} is not running"))?
             .to_string();
-        // As uid 1000, the daemon's own user; the pid travels as data.
+        // As the guest's uid, the daemon's own user; the pid travels as data.
         let k = g
             .exec(&["/bin/sh", "-c", "kill -9 \"$1\"", "sh", &pid])
             .await?;

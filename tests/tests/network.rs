@@ -22,7 +22,7 @@
 //!   internet's address with `--egress-resolve`; nothing is ever resolved by
 //!   a real DNS server and no outside address is ever contacted.
 //!
-//! Requests are made from inside the guest, as uid 1000, by a Python client
+//! Requests are made from inside the guest, as the guest's uid, by a Python client
 //! run through a Docker exec (argv, no shell): `urllib` with the proxy
 //! variables (the way tools use the proxy), and raw sockets for the crafted
 //! cases (a CONNECT whose SNI names another host, a Host header that
@@ -1207,7 +1207,7 @@ impl Guest {
         Paths::new(&self.dir.path, &self.dir.guest_path())
     }
 
-    /// Runs the client's operations inside the guest, as uid 1000.
+    /// Runs the client's operations inside the guest, as the guest's uid.
     async fn py(&self, ops: &Value) -> anyhow::Result<Vec<Value>> {
         py_in(&self.base.backend, self.id(), ops).await
     }

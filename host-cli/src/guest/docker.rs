@@ -6,18 +6,21 @@
 //!    local socket) and negotiates the API version (the engine on the
 //!    build host speaks 1.41; bollard's default is newer).
 //! 2. The image must be present (`make guest` builds it offline).
-//! 3. The session folder gets `guest/` with a copy of the token. The guest
-//!    runs as uid 1000, so `guest/` must be writable by uid 1000: when
-//!    host-cli runs as root it is chowned to 1000:1000 (0700, token 0400);
-//!    when host-cli runs as uid 1000 nothing changes; for any other host
-//!    user `guest/` is made 0777 and the token 0644, which stays private
-//!    because every folder above it (`sessions/`, the session folder) is
-//!    0700 and owned by that user. (In that last case the host cannot open
-//!    the daemon's socket, which the daemon creates 0600 as uid 1000, so
-//!    the channel falls back to the exec path.)
+//! 3. The guest runs as [`GUEST_UID`], a uid no host account has: `start`
+//!    refuses when one does ([`check_guest_ids_unused`]). The session folder
+//!    gets `guest/` with a copy of the token, which must be writable by
+//!    the guest's uid: when host-cli runs as root it is chowned to it (0700,
+//!    token 0400); for any other host user `guest/` is made 0777 and the
+//!    token 0644, which stays private because every folder above it (the
+//!    state directory, `sessions/`, the session folder) is 0700 and owned
+//!    by that user. (In that last case the host cannot open the daemon's
+//!    socket, which the daemon creates 0600 as the guest's uid, so the
+//!    channel falls back to the exec path.) Once the daemon answers, the
+//!    copy of the token is removed from `guest/`: the daemon read it at
+//!    its start and nothing in the guest needs it again.
 //! 4. The container is created ([`DockerBackend::create_body`]): the image's
 //!    tini as PID 1 (Docker's `init` stays off: it would put a second init
-//!    in front of tini), uid 1000, every capability dropped,
+//!    in front of tini), the guest's uid, every capability dropped,
 //!    no-new-privileges, Docker's default seccomp profile (never
 //!    unconfined), read-only root, size-capped `nosuid,nodev,noexec` tmpfs
 //!    on `/tmp` and `/home/user` (everything the guest executes comes from
@@ -73,9 +76,95 @@ use crate::session::{BackendKind, DockerRecord, SessionDir, SessionRecord, Store
 pub const DEFAULT_IMAGE: &str = "sandtop-guest:latest";
 /// Overrides [`DEFAULT_IMAGE`].
 pub const IMAGE_ENV: &str = "SANDTOP_IMAGE";
-/// The guest's desktop user.
-pub const GUEST_UID: u32 = 1000;
-pub const GUEST_GID: u32 = 1000;
+/// The guest's desktop user (docs/security.md C1, issue 12 item 1): a
+/// high constant that no host account has, so that no host user shares
+/// the guest's identity. A host user with the guest's uid could reach
+/// everything of a running guest through `/proc/PID/root` (its token,
+/// socket and display) without any Docker rights. 2,000,000,000 lies above
+/// what `useradd` hands out to accounts (1000-60000) and to `/etc/subuid`
+/// (from 100000, at most 600,100,000 by default), outside systemd's
+/// reserved ranges (nspawn ends at 1,879,048,191) and below 2^31 (tools
+/// that keep uids in a signed int). `guest start` refuses to run when an
+/// account, a group or a subordinate range of this host holds it
+/// ([`check_guest_ids_unused`]). Dockerfile.guest creates the user with
+/// the same numbers (a unit test keeps them equal).
+pub const GUEST_UID: u32 = 2_000_000_000;
+pub const GUEST_GID: u32 = 2_000_000_000;
+
+/// `uid:gid` of the guest's desktop user, as Docker takes it.
+pub fn guest_user() -> String {
+    format!("{GUEST_UID}:{GUEST_GID}")
+}
+
+/// Why the guest's uid/gid must not be used on a host whose account
+/// databases read as given (`/etc/passwd`, `/etc/group`, `/etc/subuid`,
+/// `/etc/subgid`), or `None` when nothing there holds them.
+pub fn host_id_clash(passwd: &str, group: &str, subuid: &str, subgid: &str) -> Option<String> {
+    let field = |line: &str, i: usize| line.split(':').nth(i).map(str::trim).map(str::to_string);
+    let rows = |text: &str| {
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    for line in rows(passwd) {
+        if field(&line, 2).and_then(|u| u.parse::<u32>().ok()) == Some(GUEST_UID) {
+            return Some(format!(
+                "the host account `{}` has uid {GUEST_UID} (/etc/passwd)",
+                field(&line, 0).unwrap_or_default()
+            ));
+        }
+    }
+    for line in rows(group) {
+        if field(&line, 2).and_then(|g| g.parse::<u32>().ok()) == Some(GUEST_GID) {
+            return Some(format!(
+                "the host group `{}` has gid {GUEST_GID} (/etc/group)",
+                field(&line, 0).unwrap_or_default()
+            ));
+        }
+    }
+    for (text, id, file) in [
+        (subuid, GUEST_UID, "/etc/subuid"),
+        (subgid, GUEST_GID, "/etc/subgid"),
+    ] {
+        for line in rows(text) {
+            let (Some(Ok(start)), Some(Ok(count))) = (
+                field(&line, 1).map(|s| s.parse::<u64>()),
+                field(&line, 2).map(|s| s.parse::<u64>()),
+            ) else {
+                continue;
+            };
+            if (start..start.saturating_add(count)).contains(&u64::from(id)) {
+                return Some(format!(
+                    "{id} lies in the subordinate range of `{}` ({file}: {start}, {count} ids)",
+                    field(&line, 0).unwrap_or_default()
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Refuses to go on when an account, a group or a subordinate id range of
+/// this host holds the guest's uid or gid (read from the files; accounts
+/// that only a network directory such as LDAP knows are not seen).
+pub fn check_guest_ids_unused() -> anyhow::Result<()> {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    match host_id_clash(
+        &read("/etc/passwd"),
+        &read("/etc/group"),
+        &read("/etc/subuid"),
+        &read("/etc/subgid"),
+    ) {
+        None => Ok(()),
+        Some(why) => bail!(
+            "refusing to start a guest: its processes run as uid/gid {GUEST_UID}, and {why}. \
+             That account would reach the guest's token, socket and display through \
+             /proc/PID/root. Give the account another id (docs/security.md, C1)"
+        ),
+    }
+}
 /// Every container host-cli creates carries this label (value: session).
 pub const LABEL_SESSION: &str = "sandtop.session";
 /// The session folder on the host (value: absolute path).
@@ -394,7 +483,7 @@ impl DockerBackend {
         };
         ContainerCreateBody {
             image: Some(self.image.clone()),
-            user: Some(format!("{GUEST_UID}:{GUEST_GID}")),
+            user: Some(guest_user()),
             env: Some(vec![
                 format!("SANDTOP_SCREEN={}", req.screen),
                 // Tells the guest's entry whether programs use the egress
@@ -473,6 +562,15 @@ impl DockerBackend {
             .await
             .with_context(|| format!("starting the container {name}"))?;
         self.wait_ready(dir, &id).await?;
+        // The daemon read its token before it answered: the guest's copy
+        // goes, so that nothing in the guest holds it (issue 12 item 1).
+        // unlink(2) removes a link the guest put there, never its target.
+        let copy = dir.guest_path().join("token");
+        match std::fs::remove_file(&copy) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("removing {}", copy.display())),
+        }
         Ok(SessionRecord {
             network: None,
             egress_pid: None,
@@ -678,7 +776,7 @@ impl DockerBackend {
     /// [`DockerBackend::exec`] as another user (`uid:gid`). Root in the
     /// guest has no capabilities either (the container's bounding set is
     /// empty and no-new-privileges holds); the tests use it to walk
-    /// folders uid 1000 cannot read.
+    /// folders the guest's uid cannot read.
     pub async fn exec_as(
         &self,
         container: &str,
@@ -909,7 +1007,7 @@ impl DockerBackend {
 }
 
 /// Creates the session's `guest/` folder with a copy of the token, owned
-/// so that the guest's uid 1000 can use it (see the module docs).
+/// so that the guest's uid can use it (see the module docs).
 pub fn prepare_guest_dir(dir: &SessionDir) -> anyhow::Result<PathBuf> {
     use rustix::fs::{Gid, Uid};
     let meta =
@@ -981,6 +1079,7 @@ pub async fn until_interrupted<F: Future>(f: F) -> Result<F::Output, &'static st
 
 impl Backend for DockerBackend {
     async fn start(&self, dir: &SessionDir, req: &StartRequest) -> anyhow::Result<SessionRecord> {
+        check_guest_ids_unused()?;
         self.image_info().await?;
         prepare_guest_dir(dir)?;
         let create_sent = Arc::new(AtomicBool::new(false));
@@ -1105,7 +1204,7 @@ mod tests {
         let v = serde_json::to_value(b.create_body(&dir, &req)).unwrap();
         let h = &v["HostConfig"];
         assert_eq!(v["Image"], "img:test");
-        assert_eq!(v["User"], "1000:1000");
+        assert_eq!(v["User"], "2000000000:2000000000");
         // Nothing of the host's environment, no secret: only these two.
         assert_eq!(
             v["Env"],
@@ -1154,5 +1253,56 @@ mod tests {
         let text = v.to_string();
         assert!(!text.contains("seccomp"), "{text}");
         assert!(!text.contains("OPENAI"), "{text}");
+    }
+
+    /// The guest's ids are the ones Dockerfile.guest creates and runs as.
+    #[test]
+    fn the_image_creates_the_guest_user_with_these_ids() {
+        let df = include_str!("../../../Dockerfile.guest");
+        assert!(df.contains(&format!("\nUSER {GUEST_UID}:{GUEST_GID}\n")));
+        assert!(df.contains(&format!("groupadd --gid {GUEST_GID} user")));
+        assert!(df.contains(&format!("useradd --uid {GUEST_UID} --gid {GUEST_GID} ")));
+        assert!(df.contains(&format!(
+            "install -d -o {GUEST_UID} -g {GUEST_GID} -m 0700 /run/sandtop"
+        )));
+        assert!(GUEST_UID > 1_879_048_191 && GUEST_UID < 1 << 31);
+    }
+
+    /// `guest start` refuses a host where an account, a group or a
+    /// subordinate range holds the guest's ids; an ordinary host passes.
+    #[test]
+    fn a_host_account_with_the_guests_ids_is_refused() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/bash\n";
+        let group = "root:x:0:\nalice:x:1000:\n";
+        let subuid = "alice:100000:65536\n";
+        assert_eq!(host_id_clash(passwd, group, subuid, subuid), None);
+        assert_eq!(host_id_clash("", "", "", ""), None);
+        let clash = host_id_clash(
+            &format!("{passwd}guest:x:{GUEST_UID}:5::/:/bin/sh\n"),
+            group,
+            "",
+            "",
+        )
+        .unwrap();
+        assert!(clash.contains("`guest` has uid 2000000000"), "{clash}");
+        let clash = host_id_clash(passwd, &format!("{group}g:x:{GUEST_GID}:\n"), "", "").unwrap();
+        assert!(clash.contains("group `g`"), "{clash}");
+        // A range that ends just before the uid does not clash; one that
+        // holds it does, for uids and gids alike.
+        let below = format!("bob:{}:1000\n", GUEST_UID - 1000);
+        assert_eq!(host_id_clash(passwd, group, &below, &below), None);
+        let holds = format!("bob:{}:1001\n", GUEST_UID - 1000);
+        assert!(
+            host_id_clash(passwd, group, &holds, "")
+                .unwrap()
+                .contains("/etc/subuid")
+        );
+        assert!(
+            host_id_clash(passwd, group, "", &holds)
+                .unwrap()
+                .contains("/etc/subgid")
+        );
+        // This host (the tests run on it) passes.
+        check_guest_ids_unused().unwrap();
     }
 }

@@ -1,11 +1,12 @@
 //! Removing a folder the guest has written in.
 //!
-//! A Docker guest writes `guest/` of its session folder as uid 1000 and can
+//! A Docker guest writes `guest/` of its session folder as its own uid
+//! (`guest::docker::GUEST_UID`, no host account's) and can
 //! leave there anything a process can make: directories without read,
 //! write or search permission, chains of directories thousands deep,
 //! symbolic links to anywhere, FIFOs and sockets. The host must still
-//! remove the folder, as root or as the user who started the session
-//! (who is uid 1000 too on many desktops). `std::fs::remove_dir_all` fails
+//! remove the folder, as root or as the user who started the session.
+//! `std::fs::remove_dir_all` fails
 //! on the first two: a 0500 directory with a file in it stops it for
 //! anyone but root (EACCES), and a chain deeper than RLIMIT_NOFILE stops
 //! it for root too (it keeps one descriptor open per level: EMFILE).
@@ -376,8 +377,8 @@ pub(crate) mod tests {
     /// Set in a child run of a test: the folder it works in.
     pub(crate) const CHILD: &str = "SANDTOP_TEST_CHILD_DIR";
 
-    /// The guest's uid (the host user who is uid 1000 too is the case to
-    /// cover) and another account's.
+    /// The guest's uid (a process of that uid is the case to cover: the
+    /// guest's own files, whatever their modes) and another account's.
     pub(crate) const GUEST: u32 = crate::guest::docker::GUEST_UID;
     pub(crate) const OTHER: u32 = crate::guest::docker::GUEST_UID + 1;
 

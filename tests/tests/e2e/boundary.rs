@@ -1,0 +1,182 @@
+//! The boundary between a guest and the host's other users (issue 12):
+//!
+//! - item 1: a host process of uid 1000 (the first human account on most
+//!   hosts) and one of the guest's own uid cannot read the session's token
+//!   or connect to the daemon's socket, neither through the session folder
+//!   nor through `/proc/PID/root` of the guest's processes;
+//! - item 2: the guest's `/run/sandtop` is a size-capped, `noexec` tmpfs
+//!   that shows no host path in the guest's `/proc/self/mountinfo`.
+//!
+//! The host-side attempts run in a child process of this test binary (the
+//! "host probe", [`host_probe`]) started with another uid and gid and no
+//! supplementary groups (std's `CommandExt::uid`/`gid`, which drop them
+//! when the parent is root); the same probe run as root is the control
+//! that shows each attempt can succeed.
+
+use std::os::unix::process::CommandExt as _;
+
+use super::*;
+
+/// Set in a child run of this binary: run [`host_probe`] instead of the
+/// cases. Its arguments are `read:PATH` and `connect:PATH`.
+pub const HOST_PROBE_ENV: &str = "SANDTOP_E2E_HOST_PROBE";
+
+/// The host probe: one JSON object per argument, in order, on one line:
+/// `{"op": "read"|"connect", "path": P, "ok": bool, "error": "..."}`.
+pub fn host_probe(args: &[String]) -> ExitCode {
+    let mut out = Vec::new();
+    for a in args {
+        let (op, path) = a.split_once(':').unwrap_or(("?", a));
+        let r: std::io::Result<()> = match op {
+            "read" => std::fs::read(path).map(|_| ()),
+            "connect" => std::os::unix::net::UnixStream::connect(path).map(|_| ()),
+            _ => Err(std::io::Error::other("unknown op")),
+        };
+        out.push(json!({
+            "op": op,
+            "path": path,
+            "ok": r.is_ok(),
+            "error": r.err().map(|e| e.to_string()),
+        }));
+    }
+    println!("{}", Value::Array(out));
+    ExitCode::SUCCESS
+}
+
+/// Runs the host probe as `uid:gid` (`None`: as this process).
+fn run_host_probe(ids: Option<(u32, u32)>, ops: &[String]) -> anyhow::Result<Vec<Value>> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(ops)
+        .env(HOST_PROBE_ENV, "1")
+        .current_dir("/")
+        .stdin(std::process::Stdio::null());
+    if let Some((u, g)) = ids {
+        cmd.uid(u).gid(g);
+    }
+    let out = cmd.output().context("running the host probe")?;
+    ensure!(
+        out.status.success(),
+        "the host probe as {ids:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).context("the host probe's JSON")?;
+    Ok(v.as_array().cloned().unwrap_or_default())
+}
+
+/// The pid, on the host, of a container's first process.
+async fn host_pid(ctx: &Ctx, id: &str) -> anyhow::Result<i64> {
+    let c = ctx
+        .backend
+        .docker()
+        .inspect_container(id, None::<InspectContainerOptions>)
+        .await?;
+    c.state
+        .and_then(|s| s.pid)
+        .filter(|p| *p > 0)
+        .context("the container has no pid")
+}
+
+/// Issue 12 item 1: neither uid 1000 nor the guest's uid reaches the
+/// token or the daemon's socket from the host.
+pub async fn other_host_users_cannot_reach_a_guest(ctx: Arc<Ctx>) -> anyhow::Result<()> {
+    if !rustix::process::geteuid().is_root() {
+        println!("  SKIP: running the probe as other uids needs root");
+        return Ok(());
+    }
+    // No host account has the guest's ids (guest start checks it too).
+    docker::check_guest_ids_unused()?;
+    let g = Guest::start(&ctx, "uid").await?;
+    let cfg = ctx
+        .backend
+        .docker()
+        .inspect_container(g.id(), None::<InspectContainerOptions>)
+        .await?
+        .config
+        .context("Config")?;
+    ensure!(
+        cfg.user.as_deref() == Some(docker::guest_user().as_str()),
+        "the container runs as {:?}",
+        cfg.user
+    );
+    let p = g.probe(&[], &docker::guest_user()).await?;
+    ensure!(
+        p["ids"]["uid"] == docker::GUEST_UID && p["ids"]["gid"] == docker::GUEST_GID,
+        "the guest's processes run as {}",
+        p["ids"]
+    );
+    // The guest's copy of the token is gone once the daemon answered.
+    ensure!(
+        !g.dir.guest_path().join("token").exists(),
+        "the token is still in the guest's folder"
+    );
+    let pid = host_pid(&ctx, g.id()).await?;
+    let via_proc = format!("/proc/{pid}/root{}", docker::GUEST_MOUNT);
+    let host_token = g.dir.token_path().display().to_string();
+    let host_socket = g
+        .dir
+        .guest_path()
+        .join("sandtopd.sock")
+        .display()
+        .to_string();
+    let ops = vec![
+        format!("read:{host_token}"),
+        format!("connect:{host_socket}"),
+        format!("read:{via_proc}/token"),
+        format!("connect:{via_proc}/sandtopd.sock"),
+    ];
+    // Control: root gets the host's token and the socket by both paths (the
+    // guest's token copy is gone for everyone).
+    let root = run_host_probe(None, &ops)?;
+    let ok: Vec<bool> = root.iter().map(|r| r["ok"] == true).collect();
+    ensure!(
+        ok == [true, true, false, true],
+        "control as root: {}",
+        Value::Array(root)
+    );
+    ensure!(
+        root[2]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("No such file")),
+        "control as root: {}",
+        root[2]
+    );
+    // uid 1000 (the first human account on most hosts, the guest's uid
+    // before issue 12): refused everywhere.
+    let first = run_host_probe(Some((1000, 1000)), &ops)?;
+    for r in &first {
+        ensure!(
+            r["ok"] == false,
+            "uid 1000 reached {}: {}",
+            r["path"],
+            Value::Array(first.clone())
+        );
+    }
+    for r in [&first[0], &first[1], &first[3]] {
+        ensure!(
+            r["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("Permission denied")),
+            "uid 1000: {r}"
+        );
+    }
+    // The guest's uid on the host: the session folder is out of reach, and
+    // no file holds the token any more. Through /proc/PID/root it is the
+    // guest itself (it can reach its own socket from inside anyway); that
+    // is why no host account may have this uid.
+    let guest = run_host_probe(Some((docker::GUEST_UID, docker::GUEST_GID)), &ops)?;
+    for r in &guest[..3] {
+        ensure!(
+            r["ok"] == false,
+            "the guest's uid reached {}: {}",
+            r["path"],
+            Value::Array(guest.clone())
+        );
+    }
+    println!(
+        "  as uid 1000: {}\n  as the guest's uid: {}",
+        Value::Array(first),
+        Value::Array(guest)
+    );
+    g.stop().await
+}
