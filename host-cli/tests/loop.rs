@@ -39,7 +39,9 @@ use host_cli::agent::approve::{
 };
 use host_cli::agent::model::{OpenAiModel, RetryPolicy};
 use host_cli::agent::progress::Progress;
-use host_cli::agent::record::{Recorder, resume_point};
+use host_cli::agent::record::{
+    Entry, LedgerState, Recorder, Started, read_trajectory, resume_point,
+};
 use host_cli::agent::runner::{
     ContextBudget, Ending, Interrupt, OnActionError, Outcome, Resume, RunOptions, Runner,
 };
@@ -455,13 +457,17 @@ impl Run {
     }
 }
 
-/// Reads a trajectory: every line complete and JSON.
+/// Reads a trajectory: every line complete, JSON, and one typed
+/// [`Entry`] (read through `read_trajectory`, which refuses a line its
+/// kind does not describe).
 fn trajectory(dir: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(dir.join("trajectory.jsonl")).unwrap();
     assert!(
         text.is_empty() || text.ends_with('\n'),
         "the trajectory ends with a torn line"
     );
+    let typed = read_trajectory(dir).unwrap();
+    assert_eq!(typed.len(), text.lines().count(), "a line is not an entry");
     text.lines()
         .enumerate()
         .map(|(i, l)| {
@@ -616,10 +622,11 @@ fn assert_key_only_in_authorization(mock: &MockResponses, key: &str) {
 
 fn start_recorder(dir: &Path) -> Recorder {
     let mut rec = Recorder::create(dir).unwrap();
-    rec.log(
-        "run_started",
-        json!({"task": "Fill in the contact form and submit it.", "session": "test"}),
-    )
+    rec.write(&Entry::RunStarted(Box::new(Started {
+        task: "Fill in the contact form and submit it.".into(),
+        session: "test".into(),
+        ..Started::default()
+    })))
     .unwrap();
     rec
 }
@@ -3931,5 +3938,84 @@ async fn progress_reports_failed_refused_and_skipped_calls() {
         ),
         "{err}"
     );
+    rig.assert_mock_clean();
+}
+
+// ---------------------------------------------------------------------
+// Issue 11, item 13: the trajectory is typed
+// ---------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trajectory_is_typed_entries_and_resume_reads_them() {
+    let rig = Rig::new().await;
+    rig.mock.push_all([
+        Reply::output(vec![
+            computer_call_checked("call_1", vec![click(10, 20)], two_checks()),
+            ask_user("call_q", "Which name?"),
+        ]),
+        Reply::done("done"),
+    ]);
+    let mut op = ScriptedOp::new(rig.probe())
+        .checks([Decision::Approve])
+        .answers([Some("Ada")]);
+    let run = rig.run(rig.opts(), &mut op).await;
+    run.assert_ending(Ending::Finished);
+    let entries = read_trajectory(&run.dir).unwrap();
+    let kinds: Vec<String> = entries.iter().map(Entry::kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "run_started",
+            "observation",
+            "request_input",
+            "usage",
+            "response",
+            "safety_checks",
+            "ledger",
+            "ledger",
+            "observation",
+            "ask_user",
+            "call_output",
+            "call_output",
+            "request_input",
+            "usage",
+            "response",
+            "run_finished"
+        ]
+    );
+    let Entry::RunStarted(started) = &entries[0] else {
+        unreachable!()
+    };
+    assert_eq!(started.session, "test");
+    assert!(matches!(
+        &entries[5],
+        Entry::SafetyChecks { call_id, checks, decision, step: 1 }
+            if call_id == "call_1" && checks.len() == 2 && decision == "approved"
+    ));
+    assert!(matches!(
+        &entries[7],
+        Entry::Ledger { call_id, state: LedgerState::Done, step: 1, .. } if call_id == "call_1"
+    ));
+    assert!(matches!(
+        &entries[9],
+        Entry::AskUser { call_id, answered: true, .. } if call_id == "call_q"
+    ));
+    let Entry::Usage(u) = &entries[3] else {
+        unreachable!()
+    };
+    assert_eq!(
+        (u.api.as_str(), u.stage.as_str(), u.reason.as_str()),
+        ("responses", "request", "completed")
+    );
+    let Entry::RunFinished(f) = entries.last().unwrap() else {
+        unreachable!()
+    };
+    assert_eq!(f.ending, Ending::Finished);
+    assert_eq!(f.steps, 2);
+    // Resume reads the same entries: the session by name, the steps done.
+    let p = resume_point(&run.dir).unwrap();
+    assert_eq!(p.started.session, "test");
+    assert_eq!(p.steps_done, 2);
+    assert!(p.finished);
     rig.assert_mock_clean();
 }

@@ -25,7 +25,7 @@ use super::approve::{Approvals, Policy, Terminal};
 use super::exercise::{self, ExerciseScript};
 use super::model::{Model, OpenAiModel, RetryPolicy};
 use super::progress::{EventsFormat, Progress};
-use super::record::{self, LedgerState, Recorder};
+use super::record::{self, Entry, LedgerState, Recorder, Started};
 use super::runner::{
     ContextBudget, Ending, Interrupt, OnActionError, Outcome, Resume, RunOptions, Runner,
 };
@@ -399,7 +399,7 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let resume_point = a.resume.as_deref().map(record::resume_point).transpose()?;
     let session_name = match (&a.session, &resume_point) {
         (Some(s), _) => Some(s.clone()),
-        (None, Some(p)) => p.started["session"].as_str().map(str::to_string),
+        (None, Some(p)) => Some(p.started.session.clone()),
         _ => None,
     };
     if resume_point.is_none() && a.task.as_deref().is_none_or(|t| t.trim().is_empty()) {
@@ -479,7 +479,9 @@ async fn run_on(
                 };
                 next_input.push(wire::user_message(&note, None));
             }
-            rec_.log("run_resumed", json!({"steps_done": p.steps_done}))?;
+            rec_.write(&Entry::RunResumed {
+                steps_done: p.steps_done,
+            })?;
             let resume = Resume {
                 previous_response_id: p.last_response_id.clone(),
                 steps_done: p.steps_done,
@@ -491,13 +493,19 @@ async fn run_on(
         _ => {
             let run = run_dir(store, a.record.clone(), &rec.name);
             let mut r = Recorder::create(&run)?;
-            r.log(
-                "run_started",
-                json!({"task": opts.task, "model": model_name, "tool": shape, "session": rec.name,
-                       "store": opts.store, "stream": opts.stream, "max_steps": opts.max_steps,
-                       "screenshot": opts.screenshot, "confirm_actions": opts.confirm_actions,
-                       "model_api": model.describe()}),
-            )?;
+            r.write(&Entry::RunStarted(Box::new(Started {
+                task: opts.task.clone(),
+                session: rec.name.clone(),
+                model: Some(model_name),
+                tool: Some(shape),
+                store: Some(opts.store),
+                stream: Some(opts.stream),
+                max_steps: Some(opts.max_steps),
+                screenshot: Some(opts.screenshot),
+                confirm_actions: Some(opts.confirm_actions),
+                model_api: Some(model.describe()),
+                ..Started::default()
+            })))?;
             (r, None)
         }
     };
@@ -557,15 +565,20 @@ impl crate::egress::service::Attached for OriginOperator {
             Some(t) => super::approve::ask_origin(t, origin),
             None => crate::egress::proxy::Answer::Deny,
         };
-        let _ = self.journal.log(
-            "origin_question",
-            json!({"origin": origin, "answer": answer}),
-        );
+        let _ = self.journal.write(&Entry::OriginQuestion {
+            origin: origin.to_string(),
+            answer: serde_json::to_value(answer)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+        });
         answer
     }
 
     fn journal(&mut self, entry: &serde_json::Value) {
-        let _ = self.journal.log("egress", entry.clone());
+        let _ = self.journal.write(&Entry::Egress {
+            entry: entry.clone(),
+        });
     }
 }
 
@@ -627,11 +640,15 @@ async fn exercise_on(
         // The script's actions must all work: a failure fails the exercise.
         on_action_error: OnActionError::Stop,
     };
-    recorder.log(
-        "run_started",
-        json!({"task": opts.task, "model": opts.model, "tool": opts.shape, "session": rec.name,
-               "exercise": true, "model_api": model.describe()}),
-    )?;
+    recorder.write(&Entry::RunStarted(Box::new(Started {
+        task: opts.task.clone(),
+        session: rec.name.clone(),
+        model: Some(opts.model.clone()),
+        tool: Some(opts.shape),
+        exercise: Some(true),
+        model_api: Some(model.describe()),
+        ..Started::default()
+    })))?;
     let mut op = operator(a.approve_policy.as_ref(), a.approve_scripted_checks)?;
     if op.terminal.is_none() && op.policy.is_none() && !a.approve_scripted_checks {
         eprintln!(
@@ -689,7 +706,9 @@ async fn exercise_on(
             term::safe_line(&c.detail)
         );
     }
-    recorder.log("exercise_checks", json!({"checks": checks}))?;
+    recorder.write(&Entry::ExerciseChecks {
+        checks: checks.to_vec(),
+    })?;
     recorder.sync()?;
     Ok(if checks.iter().all(|c| c.ok) {
         ExitCode::SUCCESS

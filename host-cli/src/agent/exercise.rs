@@ -278,7 +278,8 @@ impl Script for ExerciseScript {
 }
 
 /// One check of the exercise's result.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Check {
     pub what: String,
     pub ok: bool,

@@ -7,6 +7,12 @@
 //!   the session token or image data (screenshots are files beside it).
 //! - Screenshots are created exclusively with mode 0600 and never
 //!   overwrite anything (CONTRACT.md rule 25).
+//! - Every line is one [`Entry`] (`#[serde(tag = "kind")]`) and a
+//!   `t_unix_ms` timestamp, written through [`Recorder::write`] and read
+//!   back through [`read_trajectory`], strictly: a line with a field its
+//!   kind does not have, or without one it needs, is an error naming the
+//!   line (never a silent resume from step 0). Only a torn line (not JSON
+//!   at all, what a crash mid-write leaves) is skipped.
 //! - The ledger is the `ledger` entries of the trajectory: `pending` is
 //!   written before a call's actions are sent, then `done`, `failed`
 //!   (nothing or a known prefix ran) or `unknown` (sent, no answer). A
@@ -19,8 +25,193 @@ use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
+use sandtop_protocol::{ErrorCode, ScaleMap, ScreenshotOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+use super::exercise::Check;
+use super::runner::{Ending, UsageTotals};
+use super::wire::{SafetyCheck, ToolShape, Usage};
+
+/// How a run began (`run_started`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Started {
+    pub task: String,
+    /// The session the run drives.
+    pub session: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<ToolShape>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screenshot: Option<ScreenshotOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm_actions: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_api: Option<String>,
+    /// The offline exercise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exercise: Option<bool>,
+    /// The run booted its session's guest (and removes it at the end
+    /// unless `keep`, or unless an action's outcome is unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub booted: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<bool>,
+}
+
+/// How a run ended (`run_finished`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Finished {
+    pub ending: Ending,
+    pub message: String,
+    pub steps: u32,
+    pub usage_totals: UsageTotals,
+    pub attempted_call_ids: Vec<String>,
+    pub completed_call_ids: Vec<String>,
+    pub action_failures: u32,
+}
+
+/// One record per completed model request (docs/contract.md rule 14).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageRecord {
+    pub api: String,
+    pub stage: String,
+    pub reason: String,
+    /// Null when the API gave none.
+    pub usage: Option<Usage>,
+    /// The response's id.
+    pub call_id: String,
+    pub member: String,
+    pub duration_ms: f64,
+    pub attempts: u32,
+    pub step: u32,
+}
+
+/// One line of the trajectory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Entry {
+    RunStarted(Box<Started>),
+    /// `--resume` continued the run after `steps_done` steps.
+    RunResumed {
+        steps_done: u32,
+    },
+    /// A screenshot the model is shown (`call_id` absent for the first).
+    Observation {
+        step: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        file: String,
+        scale_map: ScaleMap,
+    },
+    /// The new input items of request `step` (images as file references).
+    RequestInput {
+        step: u32,
+        items: Vec<Value>,
+        previous_response_id: Option<String>,
+        images: usize,
+        bytes: usize,
+    },
+    /// A completed model request's diagnostics record.
+    Usage(UsageRecord),
+    /// The model's response (images stripped).
+    Response {
+        step: u32,
+        id: String,
+        status: String,
+        output: Vec<Value>,
+    },
+    ModelError {
+        step: u32,
+        error: String,
+    },
+    /// The decision on a call's pending safety checks.
+    SafetyChecks {
+        step: u32,
+        call_id: String,
+        checks: Vec<SafetyCheck>,
+        /// `approved`, or `denied: why`.
+        decision: String,
+    },
+    /// `--confirm-actions`: one action (`index`) or, `index` null, the
+    /// final screenshot.
+    Confirm {
+        step: u32,
+        call_id: String,
+        index: Option<usize>,
+        approved: bool,
+    },
+    /// The ledger: what became of a computer call's actions.
+    Ledger {
+        step: u32,
+        call_id: String,
+        state: LedgerState,
+        detail: Value,
+    },
+    /// An item answering a tool call (images as file references).
+    CallOutput {
+        step: u32,
+        item: Value,
+    },
+    /// A call the host refused before anything of its response ran.
+    Refused {
+        step: u32,
+        call_id: String,
+        index: Option<usize>,
+        code: ErrorCode,
+        reason: String,
+    },
+    /// A call not run because an earlier one of its response failed.
+    Skipped {
+        step: u32,
+        call_id: String,
+        after: String,
+    },
+    AskUser {
+        step: u32,
+        call_id: String,
+        question: String,
+        answered: bool,
+    },
+    Guidance {
+        step: u32,
+        text: String,
+    },
+    RunFinished(Box<Finished>),
+    /// The egress proxy asked about an origin on this run's terminal.
+    OriginQuestion {
+        origin: String,
+        answer: String,
+    },
+    /// An egress decision for this session, as the proxy journals it.
+    Egress {
+        entry: Value,
+    },
+    /// The offline exercise's checks of the apps' records.
+    ExerciseChecks {
+        checks: Vec<Check>,
+    },
+}
+
+impl Entry {
+    /// The `kind` it is written with.
+    pub fn kind(&self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.get("kind").and_then(Value::as_str).map(str::to_string))
+            .unwrap_or_default()
+    }
+}
 
 /// A run's folder, open for appending.
 #[derive(Debug)]
@@ -60,14 +251,28 @@ impl Recorder {
         Recorder::open(dir)
     }
 
-    /// Opens an existing run folder for appending (a resume).
+    /// Opens an existing run folder for appending (a resume). A torn last
+    /// line (a crash mid-write) is ended first, so that it stays alone on
+    /// its line and the next entry is whole.
     pub fn open(dir: &Path) -> anyhow::Result<Recorder> {
-        let file = std::fs::OpenOptions::new()
+        let path = dir.join("trajectory.jsonl");
+        let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .read(true)
             .mode(0o600)
-            .open(dir.join("trajectory.jsonl"))
+            .open(&path)
             .with_context(|| format!("opening the trajectory in {}", dir.display()))?;
+        let len = file.metadata()?.len();
+        if len > 0 {
+            use std::io::{Read as _, Seek as _};
+            let mut last = [0u8; 1];
+            file.seek(std::io::SeekFrom::Start(len - 1))?;
+            file.read_exact(&mut last)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n")?;
+            }
+        }
         Ok(Recorder {
             dir: dir.to_path_buf(),
             file,
@@ -78,12 +283,9 @@ impl Recorder {
         &self.dir
     }
 
-    /// Appends one entry (`kind` plus fields) with a timestamp.
-    pub fn log(&mut self, kind: &str, mut fields: Value) -> anyhow::Result<()> {
-        if !fields.is_object() {
-            fields = json!({ "value": fields });
-        }
-        fields["kind"] = json!(kind);
+    /// Appends one entry with a timestamp.
+    pub fn write(&mut self, entry: &Entry) -> anyhow::Result<()> {
+        let mut fields = serde_json::to_value(entry)?;
         fields["t_unix_ms"] = json!(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -106,10 +308,12 @@ impl Recorder {
         state: LedgerState,
         detail: Value,
     ) -> anyhow::Result<()> {
-        self.log(
-            "ledger",
-            json!({"step": step, "call_id": call_id, "state": state, "detail": detail}),
-        )?;
+        self.write(&Entry::Ledger {
+            step,
+            call_id: call_id.to_string(),
+            state,
+            detail,
+        })?;
         self.sync()
     }
 
@@ -137,7 +341,7 @@ impl Recorder {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResumePoint {
     /// The `run_started` entry (task, model, options).
-    pub started: Value,
+    pub started: Started,
     /// The last response whose every call was settled.
     pub last_response_id: Option<String>,
     /// Steps (requests) completed.
@@ -153,10 +357,36 @@ pub struct ResumePoint {
     pub finished: bool,
 }
 
+/// Reads a trajectory, every line through [`Entry`]. A line that is not
+/// JSON is what a crash mid-write leaves: skipped, with a warning. A JSON
+/// line that is not an entry (an unknown kind, a misspelt or missing
+/// field) is an error naming the line.
+pub fn read_trajectory(dir: &Path) -> anyhow::Result<Vec<Entry>> {
+    let path = dir.join("trajectory.jsonl");
+    let f = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    let mut out = Vec::new();
+    for (n, line) in std::io::BufReader::new(f).lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Ok(mut v) = serde_json::from_str::<Value>(&line) else {
+            tracing::warn!(line = n + 1, "ignoring a torn trajectory line");
+            continue;
+        };
+        if let Some(o) = v.as_object_mut() {
+            o.remove("t_unix_ms");
+        }
+        let entry = serde_json::from_value::<Entry>(v)
+            .with_context(|| format!("{} line {}", path.display(), n + 1))?;
+        out.push(entry);
+    }
+    Ok(out)
+}
+
 /// Reads a trajectory for `--resume`.
 pub fn resume_point(dir: &Path) -> anyhow::Result<ResumePoint> {
     let path = dir.join("trajectory.jsonl");
-    let f = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
     let mut started = None;
     let mut last_response_id = None;
     let mut steps_done = 0;
@@ -164,56 +394,43 @@ pub fn resume_point(dir: &Path) -> anyhow::Result<ResumePoint> {
     let mut ledger: std::collections::BTreeMap<String, (u32, LedgerState)> = Default::default();
     let mut conversation = Vec::new();
     let mut finished = false;
-    for (n, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let Ok(v) = serde_json::from_str::<Value>(&line) else {
-            // A torn last line from a crash: everything before it stands.
-            tracing::warn!(line = n + 1, "ignoring an unreadable trajectory line");
-            continue;
-        };
-        match v["kind"].as_str().unwrap_or("") {
-            "run_started" => started = Some(v.clone()),
-            "response" => {
-                last_response_id = v["id"].as_str().map(str::to_string);
-                steps_done = v["step"].as_u64().unwrap_or(0) as u32;
+    for entry in read_trajectory(dir)? {
+        match entry {
+            Entry::RunStarted(s) => started = Some(*s),
+            Entry::Response {
+                step, id, output, ..
+            } => {
+                last_response_id = Some(id);
+                steps_done = step;
                 pending_outputs.clear();
-                if let Some(items) = v["output"].as_array() {
-                    conversation.extend(items.iter().cloned());
-                }
+                conversation.extend(output);
             }
-            "request_input" => {
-                if let Some(items) = v["items"].as_array() {
-                    conversation.extend(items.iter().cloned());
-                }
-            }
-            "call_output" => pending_outputs.push(v["item"].clone()),
-            "ledger" => {
-                let state: LedgerState = serde_json::from_value(v["state"].clone())
-                    .context("a ledger entry with an unknown state")?;
-                let call = v["call_id"].as_str().unwrap_or("").to_string();
-                ledger.insert(call, (v["step"].as_u64().unwrap_or(0) as u32, state));
+            Entry::RequestInput { items, .. } => conversation.extend(items),
+            Entry::CallOutput { item, .. } => pending_outputs.push(item),
+            Entry::Ledger {
+                step,
+                call_id,
+                state,
+                ..
+            } => {
+                ledger.insert(call_id, (step, state));
             }
             // Only a run the model finished or ended without an answer,
             // one stopped by a failed action (whose call has no answer to
             // send), or one the operator stopped by refusing is over; an
             // interrupted or failed one can resume.
-            "run_finished" => {
+            Entry::RunFinished(f) => {
                 finished = matches!(
-                    v["ending"].as_str(),
-                    Some(
-                        "finished"
-                            | "no_final_answer"
-                            | "action_failed"
-                            | "denied"
-                            | "refused"
-                            | "step_budget"
-                    )
+                    f.ending,
+                    Ending::Finished
+                        | Ending::NoFinalAnswer
+                        | Ending::ActionFailed
+                        | Ending::Denied
+                        | Ending::Refused
+                        | Ending::StepBudget
                 );
             }
-            "run_resumed" => finished = false,
+            Entry::RunResumed { .. } => finished = false,
             _ => {}
         }
     }
@@ -347,19 +564,17 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("run");
         let mut r = Recorder::create(&dir).unwrap();
-        r.log("run_started", json!({"task": "t"})).unwrap();
-        r.log("response", json!({"step": 1, "id": "resp_1", "output": []}))
-            .unwrap();
+        r.write(&started()).unwrap();
+        r.write(&response(1, "resp_1")).unwrap();
         r.ledger(1, "call_a", LedgerState::Pending, json!({}))
             .unwrap();
         r.ledger(1, "call_a", LedgerState::Done, json!({})).unwrap();
-        r.log(
-            "call_output",
-            json!({"item": {"type": "computer_call_output", "call_id": "call_a"}}),
-        )
+        r.write(&Entry::CallOutput {
+            step: 1,
+            item: json!({"type": "computer_call_output", "call_id": "call_a"}),
+        })
         .unwrap();
-        r.log("response", json!({"step": 2, "id": "resp_2", "output": []}))
-            .unwrap();
+        r.write(&response(2, "resp_2")).unwrap();
         r.ledger(2, "call_b", LedgerState::Pending, json!({}))
             .unwrap();
         drop(r);
@@ -378,6 +593,89 @@ mod tests {
             "outputs before resp_2 were already sent"
         );
         assert!(!p.finished);
+        // A resume appends after the torn line, never onto it.
+        let mut r = Recorder::open(&dir).unwrap();
+        r.write(&Entry::RunResumed { steps_done: 2 }).unwrap();
+        drop(r);
+        let entries = read_trajectory(&dir).unwrap();
+        assert_eq!(entries.last(), Some(&Entry::RunResumed { steps_done: 2 }));
+    }
+
+    fn started() -> Entry {
+        Entry::RunStarted(Box::new(Started {
+            task: "t".into(),
+            session: "s".into(),
+            ..Started::default()
+        }))
+    }
+
+    fn response(step: u32, id: &str) -> Entry {
+        Entry::Response {
+            step,
+            id: id.into(),
+            status: "completed".into(),
+            output: vec![],
+        }
+    }
+
+    #[test]
+    fn every_line_is_written_and_read_through_the_entry_type() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        let mut r = Recorder::create(&dir).unwrap();
+        let entries = vec![
+            started(),
+            response(1, "resp_1"),
+            Entry::Ledger {
+                step: 1,
+                call_id: "call_a".into(),
+                state: LedgerState::Unknown,
+                detail: json!({"error": "stopped"}),
+            },
+            Entry::Confirm {
+                step: 1,
+                call_id: "call_a".into(),
+                index: None,
+                approved: false,
+            },
+        ];
+        for e in &entries {
+            r.write(e).unwrap();
+        }
+        drop(r);
+        assert_eq!(read_trajectory(&dir).unwrap(), entries);
+        let text = std::fs::read_to_string(dir.join("trajectory.jsonl")).unwrap();
+        let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(first["kind"], "run_started");
+        assert!(first["t_unix_ms"].as_u64().unwrap() > 0);
+    }
+
+    #[test]
+    fn a_misspelt_field_is_an_error_not_a_resume_from_step_0() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        let mut r = Recorder::create(&dir).unwrap();
+        r.write(&started()).unwrap();
+        r.write(&response(1, "resp_1")).unwrap();
+        drop(r);
+        // A hand-edited (or older, or foreign) line: `stpe` for `step`.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("trajectory.jsonl"))
+            .unwrap();
+        f.write_all(b"{\"kind\":\"response\",\"stpe\":2,\"id\":\"resp_2\",\"status\":\"completed\",\"output\":[],\"t_unix_ms\":1}\n")
+            .unwrap();
+        let e = resume_point(&dir).unwrap_err();
+        let msg = format!("{e:#}");
+        assert!(msg.contains("line 3") && msg.contains("stpe"), "{msg}");
+        // An unknown kind too.
+        std::fs::write(
+            dir.join("trajectory.jsonl"),
+            b"{\"kind\":\"run_started\",\"task\":\"t\",\"session\":\"s\"}\n{\"kind\":\"respons\",\"step\":1}\n",
+        )
+        .unwrap();
+        let msg = format!("{:#}", resume_point(&dir).unwrap_err());
+        assert!(msg.contains("line 2") && msg.contains("respons"), "{msg}");
     }
 
     #[test]

@@ -39,7 +39,7 @@ use base64::Engine as _;
 use sandtop_protocol::{
     Action, BatchRequest, ErrorBody, ImageFormat, Screenshot, ScreenshotOptions,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -47,7 +47,9 @@ use super::approve::{self, ActionRequest, CheckRequest, Decision, Operator};
 use super::model::Model;
 use super::preflight::{self, Refusal};
 use super::progress::{CallState, Event, Progress, StepCall};
-use super::record::{LedgerState, Recorder, externalize, strip_images};
+use super::record::{
+    Entry, Finished, LedgerState, Recorder, UsageRecord, externalize, strip_images,
+};
 use super::wire::{self, OutputItem, RequestParts, SafetyCheck, ToolShape, Usage};
 use crate::channel::{Channel, ChannelError};
 
@@ -104,7 +106,7 @@ pub enum OnActionError {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Ending {
     /// The model answered without calling tools.
@@ -137,7 +139,8 @@ impl Ending {
 }
 
 /// Usage over a run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UsageTotals {
     pub requests: u32,
     pub input_tokens: u64,
@@ -312,6 +315,15 @@ const SKIPPED: &str = "not run: an earlier call of the same response failed";
 
 /// A placeholder for screenshots dropped from resent history: 1x1 PNG.
 const PLACEHOLDER_PNG: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGNgYGAAAAAEAAH2FzhVAAAAAElFTkSuQmCC";
+
+/// The items of a JSON array (what `externalize` and `strip_images` of
+/// an array give back).
+fn array(v: Value) -> Vec<Value> {
+    match v {
+        Value::Array(a) => a,
+        other => vec![other],
+    }
+}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
@@ -606,10 +618,12 @@ impl<'a> Runner<'a> {
                     .await
                     .context("the first screenshot")?;
                 let file = self.save_shot(0, "initial", &shot)?;
-                self.recorder.log(
-                    "observation",
-                    json!({"step": 0, "file": file, "scale_map": shot.scale_map}),
-                )?;
+                self.recorder.write(&Entry::Observation {
+                    step: 0,
+                    call_id: None,
+                    file: file.clone(),
+                    scale_map: shot.scale_map,
+                })?;
                 let url = shot.data_url();
                 let first = wire::user_message(&self.opts.task, Some(&url));
                 self.files.push((url, file.clone()));
@@ -687,11 +701,13 @@ impl<'a> Runner<'a> {
             });
             let (images, bytes) = input_cost(&input);
             step += 1;
-            self.recorder.log(
-                "request_input",
-                json!({"step": step, "items": externalize(&Value::Array(next_input.clone()), &self.files),
-                       "previous_response_id": prev_id, "images": images, "bytes": bytes}),
-            )?;
+            self.recorder.write(&Entry::RequestInput {
+                step,
+                items: array(externalize(&Value::Array(next_input.clone()), &self.files)),
+                previous_response_id: prev_id.clone(),
+                images,
+                bytes,
+            })?;
             self.files.clear();
             // 2. The model.
             let reply = tokio::select! {
@@ -708,8 +724,10 @@ impl<'a> Runner<'a> {
                 Ok(r) => r,
                 Err(e) => {
                     let msg = format!("{e}");
-                    self.recorder
-                        .log("model_error", json!({"step": step, "error": msg}))?;
+                    self.recorder.write(&Entry::ModelError {
+                        step,
+                        error: msg.clone(),
+                    })?;
                     return self.finish(Ending::Failed, msg, step, usage, overhead);
                 }
             };
@@ -721,17 +739,23 @@ impl<'a> Runner<'a> {
             });
             // 3. Record it.
             usage.add(resp.usage);
-            self.recorder.log(
-                "usage",
-                json!({"api": "responses", "stage": "request", "reason": "completed",
-                       "usage": resp.usage, "call_id": resp.id, "member": "responses.create",
-                       "duration_ms": model_ms, "attempts": stats.attempts, "step": step}),
-            )?;
-            self.recorder.log(
-                "response",
-                json!({"step": step, "id": resp.id, "status": resp.status,
-                       "output": strip_images(&Value::Array(resp.raw_output.clone()))}),
-            )?;
+            self.recorder.write(&Entry::Usage(UsageRecord {
+                api: "responses".into(),
+                stage: "request".into(),
+                reason: "completed".into(),
+                usage: resp.usage,
+                call_id: resp.id.clone(),
+                member: "responses.create".into(),
+                duration_ms: model_ms,
+                attempts: stats.attempts,
+                step,
+            }))?;
+            self.recorder.write(&Entry::Response {
+                step,
+                id: resp.id.clone(),
+                status: resp.status.clone(),
+                output: array(strip_images(&Value::Array(resp.raw_output.clone()))),
+            })?;
             conversation.append(&mut next_input);
             conversation.extend(resp.raw_output.iter().cloned());
             prev_id = Some(resp.id.clone());
@@ -790,15 +814,17 @@ impl<'a> Runner<'a> {
                 }
             };
             for o in &out {
-                self.recorder.log(
-                    "call_output",
-                    json!({"step": step, "item": externalize(o, &self.files)}),
-                )?;
+                self.recorder.write(&Entry::CallOutput {
+                    step,
+                    item: externalize(o, &self.files),
+                })?;
             }
             next_input.extend(out);
             for g in self.operator.take_guidance() {
-                self.recorder
-                    .log("guidance", json!({"step": step, "text": g}))?;
+                self.recorder.write(&Entry::Guidance {
+                    step,
+                    text: g.clone(),
+                })?;
                 next_input.push(wire::user_message(&g, None));
             }
             self.recorder.sync()?;
@@ -817,12 +843,15 @@ impl<'a> Runner<'a> {
     ) -> anyhow::Result<Outcome> {
         self.end_step();
         self.progress.emit(&Event::Finished { ending, steps });
-        self.recorder.log(
-            "run_finished",
-            json!({"ending": ending, "message": message, "steps": steps, "usage_totals": usage,
-                   "attempted_call_ids": self.turn_attempted, "completed_call_ids": self.turn_completed,
-                   "action_failures": self.action_failures}),
-        )?;
+        self.recorder.write(&Entry::RunFinished(Box::new(Finished {
+            ending,
+            message: message.clone(),
+            steps,
+            usage_totals: usage,
+            attempted_call_ids: self.turn_attempted.clone(),
+            completed_call_ids: self.turn_completed.clone(),
+            action_failures: self.action_failures,
+        })))?;
         self.recorder.sync()?;
         Ok(Outcome {
             ending,
@@ -857,10 +886,12 @@ impl<'a> Runner<'a> {
             } else {
                 blocking(|| self.operator.ask(&question))
             };
-            self.recorder.log(
-                "ask_user",
-                json!({"step": step, "call_id": call_id, "question": question, "answered": answer.is_some()}),
-            )?;
+            self.recorder.write(&Entry::AskUser {
+                step,
+                call_id: call_id.to_string(),
+                question: question.clone(),
+                answered: answer.is_some(),
+            })?;
             match answer {
                 Some(a) => json!({"answer": a}).to_string(),
                 None => json!({"error": "the operator declined to answer"}).to_string(),
@@ -1000,11 +1031,13 @@ impl<'a> Runner<'a> {
         r: &Refusal,
     ) -> anyhow::Result<Result<(Vec<Value>, f64), Stop>> {
         self.action_failures += 1;
-        self.recorder.log(
-            "refused",
-            json!({"step": step, "call_id": r.call_id, "index": r.index, "code": r.code,
-                   "reason": r.reason}),
-        )?;
+        self.recorder.write(&Entry::Refused {
+            step,
+            call_id: r.call_id.clone(),
+            index: r.index,
+            code: r.code,
+            reason: r.reason.clone(),
+        })?;
         for item in &resp.items {
             let (id, kinds, state) = match item {
                 OutputItem::ComputerCall {
@@ -1129,11 +1162,15 @@ impl<'a> Runner<'a> {
                 })
             });
             waited += ms(t.elapsed());
-            self.recorder.log(
-                "safety_checks",
-                json!({"step": step, "call_id": call_id, "checks": checks,
-                       "decision": match &decision { Decision::Approve => "approved".to_string(), Decision::Deny(r) => format!("denied: {r}") }}),
-            )?;
+            self.recorder.write(&Entry::SafetyChecks {
+                step,
+                call_id: call_id.clone(),
+                checks: checks.clone(),
+                decision: match &decision {
+                    Decision::Approve => "approved".to_string(),
+                    Decision::Deny(r) => format!("denied: {r}"),
+                },
+            })?;
             if let Decision::Deny(reason) = decision {
                 self.recorder.sync()?;
                 return Ok(Err((
@@ -1227,10 +1264,12 @@ impl<'a> Runner<'a> {
             }
         };
         let file = self.save_shot(step, call_id, &shot)?;
-        self.recorder.log(
-            "observation",
-            json!({"step": step, "call_id": call_id, "file": file, "scale_map": shot.scale_map}),
-        )?;
+        self.recorder.write(&Entry::Observation {
+            step,
+            call_id: Some(call_id.to_string()),
+            file: file.clone(),
+            scale_map: shot.scale_map,
+        })?;
         let url = shot.data_url();
         let out = wire::computer_call_output(call_id, &url, checks);
         self.files.push((url, file.clone()));
@@ -1262,10 +1301,12 @@ impl<'a> Runner<'a> {
             }
         };
         let file = self.save_shot(step, call_id, &shot)?;
-        self.recorder.log(
-            "observation",
-            json!({"step": step, "call_id": call_id, "file": file, "scale_map": shot.scale_map}),
-        )?;
+        self.recorder.write(&Entry::Observation {
+            step,
+            call_id: Some(call_id.to_string()),
+            file: file.clone(),
+            scale_map: shot.scale_map,
+        })?;
         let url = shot.data_url();
         let mut out = vec![wire::computer_call_output(call_id, &url, checks)];
         let mut skipped = Vec::new();
@@ -1280,10 +1321,11 @@ impl<'a> Runner<'a> {
                     &json!({"error": SKIPPED}).to_string(),
                 )),
             }
-            self.recorder.log(
-                "skipped",
-                json!({"step": step, "call_id": w.call_id(), "after": call_id}),
-            )?;
+            self.recorder.write(&Entry::Skipped {
+                step,
+                call_id: w.call_id().to_string(),
+                after: call_id.to_string(),
+            })?;
             let kinds = match w {
                 Work::Computer { actions, .. } => {
                     actions.iter().map(|a| a.kind().to_string()).collect()
@@ -1333,7 +1375,12 @@ impl<'a> Runner<'a> {
                     of: actions.len(),
                 })
             });
-            self.recorder.log("confirm", json!({"step": step, "call_id": call_id, "index": i, "approved": d == Decision::Approve}))?;
+            self.recorder.write(&Entry::Confirm {
+                step,
+                call_id: call_id.to_string(),
+                index: Some(i),
+                approved: d == Decision::Approve,
+            })?;
             if let Decision::Deny(reason) = d {
                 self.recorder.ledger(
                     step,
@@ -1375,7 +1422,12 @@ impl<'a> Runner<'a> {
                 of: actions.len(),
             })
         });
-        self.recorder.log("confirm", json!({"step": step, "call_id": call_id, "index": "final_screenshot", "approved": d == Decision::Approve}))?;
+        self.recorder.write(&Entry::Confirm {
+            step,
+            call_id: call_id.to_string(),
+            index: None,
+            approved: d == Decision::Approve,
+        })?;
         if let Decision::Deny(reason) = d {
             self.recorder.ledger(
                 step,
