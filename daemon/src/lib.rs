@@ -23,6 +23,7 @@
 pub mod api;
 #[cfg(feature = "bench")]
 pub mod bench;
+pub mod browser;
 pub mod cancel;
 pub mod capture;
 pub mod client;

@@ -88,6 +88,14 @@ struct ServeArgs {
     /// the guest's egress path, when the session has one.
     #[arg(long)]
     egress_relay: Option<sandtopd::relay::RelaySpec>,
+    /// Offer the browser driver (`/v1/browser/...`): this Firefox binary is
+    /// started on first use, with a private profile, on this display.
+    #[arg(long, value_name = "PROGRAM")]
+    browser: Option<PathBuf>,
+    /// Where the browser's private profile is made (default: the temporary
+    /// directory).
+    #[arg(long, value_name = "DIR")]
+    browser_profiles: Option<PathBuf>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
@@ -211,6 +219,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
 
+    let config_xauth = config.xauth.clone();
+
     // 2. The desktop task, the monitor, the supervisor. They share the
     // display's name: a restart may move it.
     let name = DisplayName::new(display.clone());
@@ -240,7 +250,23 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
 
     // 3. The API.
-    let state = Arc::new(ApiState::new(desktop.clone(), token, Arc::clone(&health)));
+    let browser = args
+        .browser
+        .clone()
+        .map(|program| sandtopd::browser::BrowserConfig {
+            program,
+            display: display.clone(),
+            xauth: config_xauth.clone(),
+            profile_parent: args
+                .browser_profiles
+                .clone()
+                .unwrap_or_else(std::env::temp_dir),
+            start_timeout: std::time::Duration::from_secs(60),
+        });
+    let state = Arc::new(
+        ApiState::new(desktop.clone(), token, Arc::clone(&health))
+            .with_browser(sandtopd::browser::BrowserService::new(browser)),
+    );
     let mut listeners = vec![api::server::bind_unix(&args.socket).await?];
     if let Some(addr) = args.tcp {
         listeners.push(api::server::bind_tcp(addr).await?);
@@ -258,7 +284,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     })
     .await;
 
-    // 4. Stop in order: input released by the desktop task, then children.
+    // 4. Stop in order: the browser, input released by the desktop task,
+    //    then the display's children.
+    state.browser.stop().await;
     let _ = desktop.send(Job::Stop);
     let _ = tokio::task::spawn_blocking(move || desktop_thread.join()).await;
     monitor_stop.store(true, Ordering::Release);

@@ -700,6 +700,77 @@ fn openapi_schemas_have_exactly_the_fields_of_the_rust_types() {
         };
         assert_schema_fields("Health", &serde_json::to_value(&health).unwrap());
     }
+    // The browser's types.
+    {
+        use sandtop_protocol::browser::{
+            BrowserImage, BrowserOutcome, BrowserRead, BrowserReply, BrowserState, BrowserTab,
+            Omission, ReadElement, ReadOption, ReadRole,
+        };
+        let tab = BrowserTab {
+            id: "t1".into(),
+            title: "Title".into(),
+            url: "http://127.0.0.1:8080/".into(),
+            active: true,
+            title_truncated: false,
+        };
+        assert_schema_fields("BrowserTab", &serde_json::to_value(&tab).unwrap());
+        let state = BrowserState { tabs: vec![tab] };
+        assert_schema_fields("BrowserState", &serde_json::to_value(&state).unwrap());
+        let option = ReadOption {
+            label: "Red".into(),
+            value: "r".into(),
+            selected: Some(true),
+        };
+        assert_schema_fields("ReadOption", &serde_json::to_value(&option).unwrap());
+        let element = ReadElement {
+            reference: "ab.1".into(),
+            role: ReadRole::Listbox,
+            label: "Colour".into(),
+            value: Some("r".into()),
+            options: Some(vec![option]),
+            checked: Some(false),
+        };
+        assert_schema_fields("ReadElement", &serde_json::to_value(&element).unwrap());
+        for outcome in [
+            BrowserOutcome::Done,
+            BrowserOutcome::Text { text: "ok".into() },
+            BrowserOutcome::Read(BrowserRead {
+                version: 1,
+                text: "t".into(),
+                elements: vec![element],
+                omitted: vec![Omission::Private, Omission::NameLimit],
+            }),
+            BrowserOutcome::Image(BrowserImage {
+                png_base64: "iVBORw0KGgo=".into(),
+                width: 2,
+                height: 3,
+            }),
+        ] {
+            let reply = BrowserReply {
+                outcome,
+                state: state.clone(),
+                elapsed_ms: 4,
+            };
+            assert_schema_fields("BrowserReply", &serde_json::to_value(&reply).unwrap());
+        }
+        let v = validator(daemon_spec(), "BrowserCall");
+        for call in [
+            json!({"member": "click", "tab_id": null, "target": "ab.1"}),
+            json!({"member": "zoom", "tab_id": "t1", "region": [0, 0, 5, 5]}),
+            json!({"member": "wait_for", "tab_id": null, "text": "x", "timeout_ms": 30000}),
+            json!({"member": "new_tab", "url": null}),
+        ] {
+            let parsed: sandtop_protocol::BrowserCall =
+                sandtop_protocol::from_json_objects(call.to_string().as_bytes()).unwrap();
+            let back = serde_json::to_value(&parsed).unwrap();
+            assert!(
+                errors(&v, &back).is_empty(),
+                "{back}: {:?}",
+                errors(&v, &back)
+            );
+        }
+        assert!(!errors(&v, &json!({"member": "click", "target": "a", "extra": 1})).is_empty());
+    }
     let full_error = ErrorBody {
         index: Some(1),
         executed: Some(1),
@@ -768,6 +839,23 @@ fn openapi_paths_statuses_and_limits_match_the_code() {
             "ScreenshotResponse",
             &[
                 "200", "400", "401", "403", "405", "409", "413", "415", "499", "500", "503", "504",
+            ],
+        ),
+        (
+            paths::BROWSER_STATE,
+            "post",
+            "BrowserState",
+            &[
+                "200", "400", "401", "403", "405", "409", "413", "415", "500", "502", "503", "504",
+            ],
+        ),
+        (
+            paths::BROWSER_CALL,
+            "post",
+            "BrowserReply",
+            &[
+                "200", "400", "401", "403", "404", "405", "409", "413", "415", "422", "500", "502",
+                "503", "504",
             ],
         ),
     ];

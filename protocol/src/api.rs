@@ -17,6 +17,8 @@ pub mod paths {
     pub const INFO: &str = "/v1/info";
     pub const ACTIONS: &str = "/v1/actions";
     pub const SCREENSHOT: &str = "/v1/screenshot";
+    pub const BROWSER_STATE: &str = "/v1/browser/state";
+    pub const BROWSER_CALL: &str = "/v1/browser/call";
 }
 
 /// Checks that a peer's protocol version has our major number.

@@ -73,6 +73,23 @@ error_codes! {
     /// pointer or keyboard frozen (a synchronous grab) past the deadline,
     /// so the next event was not sent (it would have been misplaced).
     InputBlocked = "input_blocked" => 409,
+    /// Browser: the element ref does not name an element of the tab's
+    /// current document that is still attached and visible (another
+    /// document, tab or load, or the element was replaced or hidden).
+    /// Nothing was done.
+    StaleTarget = "stale_target" => 409,
+    /// Browser: the element cannot take this action (covered by another
+    /// element, not editable, not a select). Nothing was done.
+    NotActionable = "not_actionable" => 409,
+    /// Browser: no open tab has this id.
+    NoSuchTab = "no_such_tab" => 404,
+    /// Browser: `wait_for`'s text did not appear within its timeout.
+    WaitTimedOut = "wait_timed_out" => 422,
+    /// Browser: this daemon has no browser (started without one), or it
+    /// could not be started.
+    BrowserUnavailable = "browser_unavailable" => 503,
+    /// Browser: the browser refused or failed the command.
+    BrowserFailed = "browser_failed" => 502,
     /// The daemon is shutting down.
     ShuttingDown = "shutting_down" => 503,
     /// The peer speaks another major protocol version.

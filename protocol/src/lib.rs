@@ -21,6 +21,7 @@
 
 mod action;
 mod api;
+pub mod browser;
 mod error;
 pub mod keys;
 pub mod limits;
@@ -33,6 +34,7 @@ pub use api::{
     PROTOCOL_MAJOR, PROTOCOL_VERSION, Screenshot, ScreenshotOptions, ScreenshotResponse, Timings,
     check_protocol, paths,
 };
+pub use browser::{BrowserCall, BrowserOutcome, BrowserReply, BrowserState};
 pub use error::{ErrorBody, ErrorCode};
 pub use scale::{Fit, OutOfBounds, Rect, ScaleError, ScaleMap, Size};
 pub use strict::from_json_objects;

@@ -4,8 +4,9 @@
 //! of its fields in order (`[640, 480]` for a `Size`), which
 //! `deny_unknown_fields` does not prevent. The API is objects only, so
 //! requests are checked for shape first: arrays are allowed only as the
-//! values of the list fields (`actions`, `path`, `keys`), holding objects
-//! (actions, points) or strings (key names).
+//! values of the list fields (`actions`, `path`, `keys`, and the browser's
+//! `values` and `region`), holding objects (actions, points), strings (key
+//! names, option values) or non-negative integers (a zoom region).
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -14,7 +15,8 @@ use serde_json::Value;
 fn list_field(key: &str) -> Option<fn(&Value) -> bool> {
     match key {
         "actions" | "path" => Some(Value::is_object),
-        "keys" => Some(Value::is_string),
+        "keys" | "values" => Some(Value::is_string),
+        "region" => Some(Value::is_u64),
         _ => None,
     }
 }

@@ -32,6 +32,7 @@ use sandtop_protocol::{
 };
 use serde::de::DeserializeOwned;
 
+use crate::browser::BrowserService;
 use crate::desktop::{Cancel, DesktopHandle, Job};
 use crate::ratelimit::LogLimiter;
 use crate::supervise::DisplayHealth;
@@ -52,6 +53,8 @@ pub struct ApiState {
     pub deadline: Duration,
     /// Requests in flight, shared by every endpoint but health.
     pub in_flight: Arc<tokio::sync::Semaphore>,
+    /// The browser driver (none unless the daemon was given `--browser`).
+    pub browser: Arc<BrowserService>,
 }
 
 impl ApiState {
@@ -65,7 +68,14 @@ impl ApiState {
             log_limit: LogLimiter::new(20, Duration::from_secs(10)),
             deadline: Duration::from_millis(limits::REQUEST_DEADLINE_MS),
             in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
+            browser: Arc::new(BrowserService::new(None)),
         }
+    }
+
+    /// The same state with a browser driver.
+    pub fn with_browser(mut self, browser: BrowserService) -> ApiState {
+        self.browser = Arc::new(browser);
+        self
     }
 }
 
@@ -79,7 +89,9 @@ pub fn router(state: Arc<ApiState>) -> Router {
     let protected = Router::new()
         .route(paths::INFO, get(info))
         .route(paths::ACTIONS, post(actions))
-        .route(paths::SCREENSHOT, post(screenshot));
+        .route(paths::SCREENSHOT, post(screenshot))
+        .route(paths::BROWSER_STATE, post(browser_state))
+        .route(paths::BROWSER_CALL, post(browser_call));
     Router::new()
         .route(paths::HEALTH, get(health))
         .merge(protected)
@@ -275,6 +287,66 @@ async fn screenshot(
     .await?;
     json_bytes(reply::screenshot(&reply))
 }
+
+/// Runs a browser job under the input gate (a browser call and a computer
+/// action never interleave; a second one gets `busy`) and the request
+/// deadline. The future is dropped when the client goes away.
+async fn browser_job<T>(
+    state: &ApiState,
+    job: impl std::future::Future<Output = Result<T, ErrorBody>>,
+) -> Result<T, ApiError> {
+    if state.shutting_down.load(Ordering::Acquire) {
+        return Err(ApiError(ErrorBody::new(
+            ErrorCode::ShuttingDown,
+            "the daemon is shutting down",
+        )));
+    }
+    if !state.browser.configured() {
+        return Err(ApiError(ErrorBody::new(
+            ErrorCode::BrowserUnavailable,
+            "this daemon was started without a browser (--browser)",
+        )));
+    }
+    let _permit = state.desktop.try_acquire().map_err(ApiError)?;
+    // The first call starts the browser, which may take a while on a
+    // loaded host: the deadline counts from when it runs.
+    match tokio::time::timeout(state.deadline + REPLY_GRACE, job).await {
+        Ok(r) => r.map_err(ApiError),
+        Err(_) => Err(ApiError(ErrorBody::new(
+            ErrorCode::Timeout,
+            "the browser did not answer in time; the outcome of the call is unknown",
+        ))),
+    }
+}
+
+async fn browser_state(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let _: EmptyRequest = parse_json(&headers, &body, Some(EmptyRequest {}))?;
+    let browser = Arc::clone(&state.browser);
+    let reply = browser_job(&state, async move { browser.state().await }).await?;
+    json_bytes(serde_json::to_vec(&reply))
+}
+
+async fn browser_call(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let call: sandtop_protocol::BrowserCall = parse_json(&headers, &body, None)?;
+    call.check()
+        .map_err(|m| ApiError(ErrorBody::new(ErrorCode::InvalidAction, m)))?;
+    let browser = Arc::clone(&state.browser);
+    let reply = browser_job(&state, async move { browser.call(&call).await }).await?;
+    json_bytes(serde_json::to_vec(&reply))
+}
+
+/// A body that must be empty or `{}`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmptyRequest {}
 
 fn truncate_at_char(s: &mut String, max: usize) {
     if s.len() > max {

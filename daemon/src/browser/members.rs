@@ -1,0 +1,755 @@
+//! Each browser member, carried out with BiDi commands and the page agent.
+//!
+//! Targets are bound at execution: every member that names a ref asks the
+//! page agent to resolve it in the tab's *current* document, where a ref of
+//! another document, tab or load, or of an element that was removed or
+//! hidden, resolves to nothing (`stale_target`) and nothing is done.
+//! Pointer and key input go through BiDi's input module (trusted events at
+//! viewport coordinates), never through page scripts; the only DOM write
+//! is `select_option`'s, which sets the options and fires `input` and
+//! `change` as a user's choice would.
+
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use sandtop_protocol::browser::{
+    self as wire, BrowserImage, BrowserOutcome, BrowserRead, BrowserState, BrowserTab, ReadFilter,
+    ScrollDirection,
+};
+use sandtop_protocol::{BrowserCall, ErrorBody, ErrorCode};
+use serde_json::{Value, json};
+
+use super::bidi::Bidi;
+use super::bidi_error;
+
+const PAGE_JS: &str = include_str!("page.js");
+
+/// Wait for ordinary commands.
+const COMMAND_WAIT: Duration = Duration::from_secs(10);
+/// Wait for a navigation to complete.
+const NAVIGATE_WAIT: Duration = Duration::from_secs(25);
+
+/// Limits handed to the page agent.
+fn limits() -> Value {
+    json!({
+        "label": wire::MAX_LABEL_BYTES,
+        "value": wire::MAX_VALUE_BYTES,
+        "text": wire::MAX_READ_TEXT_BYTES,
+        "elements": wire::MAX_READ_ELEMENTS,
+        "title": wire::MAX_TITLE_BYTES,
+        "refs": 20_000,
+        "nodes": 60_000,
+        "frames": 16,
+        "frame_depth": 3,
+    })
+}
+
+/// Runs the page agent in the sandbox realm of `context`'s document.
+async fn agent(bidi: &Bidi, context: &str, mut request: Value) -> Result<Value, ErrorBody> {
+    request["limits"] = limits();
+    let expression = format!("({PAGE_JS})({request})");
+    let result = bidi
+        .command(
+            "script.evaluate",
+            json!({
+                "expression": expression,
+                "target": {"context": context, "sandbox": "sandtop"},
+                "awaitPromise": false,
+                "resultOwnership": "none",
+            }),
+            COMMAND_WAIT,
+        )
+        .await
+        .map_err(bidi_error)?;
+    if result.get("type").and_then(Value::as_str) != Some("success") {
+        return Err(ErrorBody::new(
+            ErrorCode::BrowserFailed,
+            "the page agent failed in this document",
+        ));
+    }
+    let text = result
+        .pointer("/result/value")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            ErrorBody::new(ErrorCode::BrowserFailed, "the page agent answered no text")
+        })?;
+    serde_json::from_str(text)
+        .map_err(|_| ErrorBody::new(ErrorCode::BrowserFailed, "the page agent answered bad JSON"))
+}
+
+/// The top-level browsing contexts (tabs), in the browser's order.
+async fn contexts(bidi: &Bidi) -> Result<Vec<(String, String)>, ErrorBody> {
+    let tree = bidi
+        .command(
+            "browsingContext.getTree",
+            json!({"maxDepth": 0}),
+            COMMAND_WAIT,
+        )
+        .await
+        .map_err(bidi_error)?;
+    let list = tree
+        .get("contexts")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ErrorBody::new(ErrorCode::BrowserFailed, "the browser sent no tab list"))?;
+    Ok(list
+        .iter()
+        .filter_map(|c| {
+            Some((
+                c.get("context")?.as_str()?.to_string(),
+                c.get("url")?.as_str()?.to_string(),
+            ))
+        })
+        .collect())
+}
+
+/// Every tab with its title and whether it is the one shown.
+pub async fn state(bidi: &Bidi) -> Result<BrowserState, ErrorBody> {
+    let mut tabs = Vec::new();
+    for (id, url) in contexts(bidi).await? {
+        let (title, truncated, visible) = match agent(bidi, &id, json!({"op": "tab"})).await {
+            Ok(v) => (
+                v["title"].as_str().unwrap_or_default().to_string(),
+                v["title_truncated"].as_bool().unwrap_or(false),
+                v["visible"].as_bool().unwrap_or(false),
+            ),
+            // A document the agent cannot run in (a privileged page): no
+            // title, and it is not known to be the shown one.
+            Err(e) if e.code == ErrorCode::BrowserFailed => (String::new(), false, false),
+            Err(e) => return Err(e),
+        };
+        tabs.push((
+            BrowserTab {
+                id,
+                title,
+                url: cap_url(url),
+                active: false,
+                title_truncated: truncated,
+            },
+            visible,
+        ));
+    }
+    // Exactly one active tab: the shown one (the first shown, should a
+    // window manager show two), else the last.
+    let active = tabs
+        .iter()
+        .position(|(_, v)| *v)
+        .or(tabs.len().checked_sub(1));
+    Ok(BrowserState {
+        tabs: tabs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (mut t, _))| {
+                t.active = Some(i) == active;
+                t
+            })
+            .collect(),
+    })
+}
+
+fn cap_url(mut url: String) -> String {
+    if url.len() > wire::MAX_URL_BYTES {
+        let mut end = wire::MAX_URL_BYTES;
+        while !url.is_char_boundary(end) {
+            end -= 1;
+        }
+        url.truncate(end);
+    }
+    url
+}
+
+/// The context a call acts on: the named tab, which must exist, or the
+/// active one.
+async fn target_tab(bidi: &Bidi, tab_id: Option<&str>) -> Result<String, ErrorBody> {
+    match tab_id {
+        Some(id) => {
+            if contexts(bidi).await?.iter().any(|(c, _)| c == id) {
+                Ok(id.to_string())
+            } else {
+                Err(ErrorBody::new(
+                    ErrorCode::NoSuchTab,
+                    "no open tab has this id",
+                ))
+            }
+        }
+        None => {
+            let s = state(bidi).await?;
+            s.tabs
+                .into_iter()
+                .find(|t| t.active)
+                .map(|t| t.id)
+                .ok_or_else(|| ErrorBody::new(ErrorCode::NoSuchTab, "the browser has no tab open"))
+        }
+    }
+}
+
+/// Input goes to the shown tab: show the target first.
+async fn activate(bidi: &Bidi, context: &str) -> Result<(), ErrorBody> {
+    bidi.command(
+        "browsingContext.activate",
+        json!({"context": context}),
+        COMMAND_WAIT,
+    )
+    .await
+    .map_err(bidi_error)?;
+    Ok(())
+}
+
+/// Resolves `target` in the tab's current document for `need` (pointer,
+/// editable, scroll) and returns its viewport point.
+async fn locate(
+    bidi: &Bidi,
+    context: &str,
+    target: &str,
+    need: &str,
+) -> Result<(i64, i64), ErrorBody> {
+    let v = agent(
+        bidi,
+        context,
+        json!({"op": "locate", "ref": target, "need": need}),
+    )
+    .await?;
+    element_error(&v)?;
+    Ok((v["x"].as_i64().unwrap_or(0), v["y"].as_i64().unwrap_or(0)))
+}
+
+fn element_error(v: &Value) -> Result<(), ErrorBody> {
+    match v.get("error").and_then(Value::as_str) {
+        None => Ok(()),
+        Some("stale_target") => Err(ErrorBody::new(
+            ErrorCode::StaleTarget,
+            "the ref names no attached, visible element of this tab's current document; read the page again",
+        )),
+        Some(_) => {
+            let why = match v.get("why").and_then(Value::as_str) {
+                Some("disabled") => "the element is disabled",
+                Some("not a text field") => "the element is not a text field",
+                Some("not a select") | Some("not an enabled select") => {
+                    "the element is not an enabled select"
+                }
+                Some("covered by another element") => "another element covers it",
+                Some("did not take focus") => "it did not take the focus",
+                Some("one value for a single select") => "a single select takes one value",
+                Some("no such option") => "a value names no enabled option",
+                _ => "the element cannot take this action",
+            };
+            Err(ErrorBody::new(ErrorCode::NotActionable, why))
+        }
+    }
+}
+
+async fn perform(bidi: &Bidi, context: &str, actions: Value) -> Result<(), ErrorBody> {
+    let r = bidi
+        .command(
+            "input.performActions",
+            json!({"context": context, "actions": actions}),
+            COMMAND_WAIT,
+        )
+        .await;
+    // Whatever happened, nothing stays pressed.
+    let _ = bidi
+        .command(
+            "input.releaseActions",
+            json!({"context": context}),
+            COMMAND_WAIT,
+        )
+        .await;
+    r.map(|_| ()).map_err(bidi_error)
+}
+
+fn pointer(steps: Vec<Value>) -> Value {
+    json!([{"type": "pointer", "id": "sandtop-mouse", "parameters": {"pointerType": "mouse"}, "actions": steps}])
+}
+
+/// WebDriver's code for a key name, or the single character itself.
+fn key_value(name: &str) -> Option<String> {
+    let code = match name.to_ascii_lowercase().as_str() {
+        "enter" | "return" => '\u{E007}',
+        "tab" => '\u{E004}',
+        "escape" | "esc" => '\u{E00C}',
+        "backspace" => '\u{E003}',
+        "delete" | "del" => '\u{E017}',
+        "insert" => '\u{E016}',
+        "space" | " " => ' ',
+        "arrowup" | "up" => '\u{E013}',
+        "arrowdown" | "down" => '\u{E015}',
+        "arrowleft" | "left" => '\u{E012}',
+        "arrowright" | "right" => '\u{E014}',
+        "home" => '\u{E011}',
+        "end" => '\u{E010}',
+        "pageup" => '\u{E00E}',
+        "pagedown" => '\u{E00F}',
+        "control" | "ctrl" => '\u{E009}',
+        "alt" => '\u{E00A}',
+        "shift" => '\u{E008}',
+        "meta" | "super" | "cmd" | "command" | "win" => '\u{E03D}',
+        "f1" => '\u{E031}',
+        "f2" => '\u{E032}',
+        "f3" => '\u{E033}',
+        "f4" => '\u{E034}',
+        "f5" => '\u{E035}',
+        "f6" => '\u{E036}',
+        "f7" => '\u{E037}',
+        "f8" => '\u{E038}',
+        "f9" => '\u{E039}',
+        "f10" => '\u{E03A}',
+        "f11" => '\u{E03B}',
+        "f12" => '\u{E03C}',
+        _ => {
+            let mut chars = name.chars();
+            let c = chars.next()?;
+            if chars.next().is_some() || c.is_control() {
+                return None;
+            }
+            return Some(c.to_string());
+        }
+    };
+    Some(code.to_string())
+}
+
+fn typed_keys(text: &str) -> Vec<Value> {
+    let mut steps = Vec::with_capacity(text.len() * 2);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let value = match c {
+            '\r' if chars.peek() == Some(&'\n') => continue,
+            '\n' | '\r' => "\u{E007}".to_string(),
+            '\t' => "\u{E004}".to_string(),
+            c => c.to_string(),
+        };
+        steps.push(json!({"type": "keyDown", "value": value}));
+        steps.push(json!({"type": "keyUp", "value": value}));
+    }
+    steps
+}
+
+async fn viewport(bidi: &Bidi, context: &str) -> Result<(u64, u64), ErrorBody> {
+    let v = agent(bidi, context, json!({"op": "tab"})).await?;
+    Ok((
+        v["width"].as_u64().unwrap_or(0),
+        v["height"].as_u64().unwrap_or(0),
+    ))
+}
+
+/// The document's scroll position.
+async fn scroll_position(bidi: &Bidi, context: &str) -> Result<Value, ErrorBody> {
+    Ok(agent(bidi, context, json!({"op": "tab"})).await?["scroll"].clone())
+}
+
+/// After a wheel: wait until the scroll position moved and held still for
+/// two reads in a row (smooth scrolling), at most `SCROLL_SETTLE`.
+async fn settle_scroll(bidi: &Bidi, context: &str, before: Value) -> Result<(), ErrorBody> {
+    const SCROLL_SETTLE: Duration = Duration::from_millis(1_500);
+    let end = Instant::now() + SCROLL_SETTLE;
+    let mut last = before.clone();
+    while Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        let now = scroll_position(bidi, context).await?;
+        if now != before && now == last {
+            break;
+        }
+        last = now;
+    }
+    Ok(())
+}
+
+async fn capture(
+    bidi: &Bidi,
+    context: &str,
+    clip: Option<[u64; 4]>,
+) -> Result<BrowserImage, ErrorBody> {
+    let mut params =
+        json!({"context": context, "origin": "viewport", "format": {"type": "image/png"}});
+    if let Some([l, t, r, b]) = clip {
+        params["clip"] = json!({"type": "box", "x": l, "y": t, "width": r - l, "height": b - t});
+    }
+    let v = bidi
+        .command("browsingContext.captureScreenshot", params, COMMAND_WAIT)
+        .await
+        .map_err(bidi_error)?;
+    let data = v
+        .get("data")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ErrorBody::new(ErrorCode::BrowserFailed, "the browser sent no image"))?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|_| ErrorBody::new(ErrorCode::BrowserFailed, "the browser sent bad base64"))?;
+    // The PNG signature and IHDR: width and height at bytes 16..24.
+    if bytes.len() < 24 || &bytes[..8] != b"\x89PNG\r\n\x1a\n" || &bytes[12..16] != b"IHDR" {
+        return Err(ErrorBody::new(
+            ErrorCode::BrowserFailed,
+            "the browser sent no PNG",
+        ));
+    }
+    let width = u32::from_be_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]);
+    let height = u32::from_be_bytes([bytes[20], bytes[21], bytes[22], bytes[23]]);
+    Ok(BrowserImage {
+        png_base64: data.to_string(),
+        width,
+        height,
+    })
+}
+
+fn check_url(url: &str) -> Result<(), ErrorBody> {
+    let lower = url.to_ascii_lowercase();
+    if url == "about:blank" || lower.starts_with("http://") || lower.starts_with("https://") {
+        Ok(())
+    } else {
+        Err(ErrorBody::new(
+            ErrorCode::InvalidAction,
+            "`url`: only http, https and about:blank are opened",
+        ))
+    }
+}
+
+async fn navigate(bidi: &Bidi, context: &str, url: &str) -> Result<(), ErrorBody> {
+    bidi.command(
+        "browsingContext.navigate",
+        json!({"context": context, "url": url, "wait": "complete"}),
+        NAVIGATE_WAIT,
+    )
+    .await
+    .map_err(|e| match e {
+        super::bidi::BidiError::Command { .. } => {
+            ErrorBody::new(ErrorCode::BrowserFailed, "the page could not be loaded")
+        }
+        e => bidi_error(e),
+    })?;
+    Ok(())
+}
+
+fn read_report(v: Value) -> Result<BrowserRead, ErrorBody> {
+    let mut r: BrowserRead = serde_json::from_value(json!({
+        "version": 1,
+        "text": v.get("text").cloned().unwrap_or(json!("")),
+        "elements": v.get("elements").cloned().unwrap_or(json!([])),
+        "omitted": v.get("omitted").cloned().unwrap_or(json!([])),
+    }))
+    .map_err(|_| {
+        ErrorBody::new(
+            ErrorCode::BrowserFailed,
+            "the page agent sent a malformed report",
+        )
+    })?;
+    r.omitted.dedup();
+    Ok(r)
+}
+
+/// Carries out one call.
+pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, ErrorBody> {
+    match call {
+        BrowserCall::Navigate { tab_id, url } => {
+            check_url(url)?;
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            navigate(bidi, &ctx, url).await?;
+            Ok(BrowserOutcome::Done)
+        }
+        BrowserCall::ReadPage { tab_id, filter } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            let mode = match filter {
+                ReadFilter::All => "all",
+                ReadFilter::Interactive => "interactive",
+            };
+            let v = agent(bidi, &ctx, json!({"op": "read", "mode": mode})).await?;
+            Ok(BrowserOutcome::Read(read_report(v)?))
+        }
+        BrowserCall::GetPageText { tab_id } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            let v = agent(bidi, &ctx, json!({"op": "read", "mode": "text"})).await?;
+            let mut r = read_report(v)?;
+            r.elements.clear();
+            Ok(BrowserOutcome::Read(r))
+        }
+        BrowserCall::Find { tab_id, query } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            if wire::normalize_space(query).is_empty() {
+                return Err(ErrorBody::new(ErrorCode::InvalidAction, "`query`: empty"));
+            }
+            let v = agent(
+                bidi,
+                &ctx,
+                json!({"op": "read", "mode": "find", "query": query}),
+            )
+            .await?;
+            Ok(BrowserOutcome::Read(read_report(v)?))
+        }
+        BrowserCall::Click { tab_id, target } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            activate(bidi, &ctx).await?;
+            let (x, y) = locate(bidi, &ctx, target, "pointer").await?;
+            perform(
+                bidi,
+                &ctx,
+                pointer(vec![
+                    json!({"type": "pointerMove", "x": x, "y": y, "origin": "viewport"}),
+                    json!({"type": "pointerDown", "button": 0}),
+                    json!({"type": "pointerUp", "button": 0}),
+                ]),
+            )
+            .await?;
+            Ok(BrowserOutcome::Done)
+        }
+        BrowserCall::Hover { tab_id, target } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            activate(bidi, &ctx).await?;
+            let (x, y) = locate(bidi, &ctx, target, "pointer").await?;
+            perform(
+                bidi,
+                &ctx,
+                pointer(vec![
+                    json!({"type": "pointerMove", "x": x, "y": y, "origin": "viewport"}),
+                ]),
+            )
+            .await?;
+            Ok(BrowserOutcome::Done)
+        }
+        BrowserCall::ScrollTo { tab_id, target } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            let v = agent(
+                bidi,
+                &ctx,
+                json!({"op": "locate", "ref": target, "need": "scroll"}),
+            )
+            .await?;
+            element_error(&v)?;
+            Ok(BrowserOutcome::Done)
+        }
+        BrowserCall::Type {
+            tab_id,
+            text,
+            target,
+        } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            activate(bidi, &ctx).await?;
+            if let Some(target) = target {
+                // Focus the field and select its content: typing replaces it.
+                locate(bidi, &ctx, target, "editable").await?;
+            }
+            let steps = typed_keys(text);
+            for chunk in steps.chunks(2_000) {
+                perform(
+                    bidi,
+                    &ctx,
+                    json!([{"type": "key", "id": "sandtop-keyboard", "actions": chunk}]),
+                )
+                .await?;
+            }
+            Ok(BrowserOutcome::Done)
+        }
+        BrowserCall::Key { tab_id, keys } => {
+            let values = keys
+                .iter()
+                .map(|k| {
+                    key_value(k).ok_or_else(|| {
+                        ErrorBody::new(
+                            ErrorCode::UnknownKey,
+                            format!("`keys`: unknown key name {k:?}"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            activate(bidi, &ctx).await?;
+            let mut steps: Vec<Value> = values
+                .iter()
+                .map(|v| json!({"type": "keyDown", "value": v}))
+                .collect();
+            steps.extend(
+                values
+                    .iter()
+                    .rev()
+                    .map(|v| json!({"type": "keyUp", "value": v})),
+            );
+            perform(
+                bidi,
+                &ctx,
+                json!([{"type": "key", "id": "sandtop-keyboard", "actions": steps}]),
+            )
+            .await?;
+            Ok(BrowserOutcome::Done)
+        }
+        BrowserCall::Scroll {
+            tab_id,
+            direction,
+            amount,
+        } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            activate(bidi, &ctx).await?;
+            let (w, h) = viewport(bidi, &ctx).await?;
+            let before = scroll_position(bidi, &ctx).await?;
+            let a = *amount as i64;
+            let (dx, dy) = match direction {
+                ScrollDirection::Up => (0, -a),
+                ScrollDirection::Down => (0, a),
+                ScrollDirection::Left => (-a, 0),
+                ScrollDirection::Right => (a, 0),
+            };
+            perform(
+                bidi,
+                &ctx,
+                json!([{"type": "wheel", "id": "sandtop-wheel", "actions": [
+                    {"type": "scroll", "x": w / 2, "y": h / 2, "deltaX": dx, "deltaY": dy, "origin": "viewport"}
+                ]}]),
+            )
+            .await?;
+            if *amount > 0 {
+                settle_scroll(bidi, &ctx, before).await?;
+            }
+            Ok(BrowserOutcome::Done)
+        }
+        BrowserCall::SelectOption {
+            tab_id,
+            target,
+            values,
+        } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            let v = agent(
+                bidi,
+                &ctx,
+                json!({"op": "select", "ref": target, "values": values}),
+            )
+            .await?;
+            element_error(&v)?;
+            Ok(BrowserOutcome::Done)
+        }
+        BrowserCall::Screenshot { tab_id } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            Ok(BrowserOutcome::Image(capture(bidi, &ctx, None).await?))
+        }
+        BrowserCall::Zoom { tab_id, region } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            let (w, h) = viewport(bidi, &ctx).await?;
+            if region[2] > w || region[3] > h {
+                return Err(ErrorBody::new(
+                    ErrorCode::OutOfBounds,
+                    format!("`region`: the viewport is {w}x{h}; the region must lie inside it"),
+                ));
+            }
+            Ok(BrowserOutcome::Image(
+                capture(bidi, &ctx, Some(*region)).await?,
+            ))
+        }
+        BrowserCall::NewTab { url } => {
+            if let Some(u) = url {
+                check_url(u)?;
+            }
+            if contexts(bidi).await?.len() >= wire::MAX_TABS {
+                return Err(ErrorBody::new(
+                    ErrorCode::LimitExceeded,
+                    format!("at most {} tabs are open at once", wire::MAX_TABS),
+                ));
+            }
+            let v = bidi
+                .command(
+                    "browsingContext.create",
+                    json!({"type": "tab"}),
+                    COMMAND_WAIT,
+                )
+                .await
+                .map_err(bidi_error)?;
+            let ctx = v
+                .get("context")
+                .and_then(Value::as_str)
+                .ok_or_else(|| ErrorBody::new(ErrorCode::BrowserFailed, "the browser made no tab"))?
+                .to_string();
+            activate(bidi, &ctx).await?;
+            if let Some(u) = url {
+                navigate(bidi, &ctx, u).await?;
+            }
+            Ok(BrowserOutcome::Done)
+        }
+        BrowserCall::SwitchTab { tab_id } => {
+            let ctx = target_tab(bidi, Some(tab_id)).await?;
+            activate(bidi, &ctx).await?;
+            Ok(BrowserOutcome::Done)
+        }
+        BrowserCall::CloseTab { tab_id } => {
+            let all = contexts(bidi).await?;
+            if !all.iter().any(|(c, _)| c == tab_id) {
+                return Err(ErrorBody::new(
+                    ErrorCode::NoSuchTab,
+                    "no open tab has this id",
+                ));
+            }
+            if all.len() == 1 {
+                return Err(ErrorBody::new(
+                    ErrorCode::NotActionable,
+                    "the last tab stays open (open another first)",
+                ));
+            }
+            bidi.command(
+                "browsingContext.close",
+                json!({"context": tab_id, "promptUnload": false}),
+                COMMAND_WAIT,
+            )
+            .await
+            .map_err(bidi_error)?;
+            Ok(BrowserOutcome::Done)
+        }
+        BrowserCall::WaitFor {
+            tab_id,
+            text,
+            timeout_ms,
+        } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            let end = Instant::now() + Duration::from_millis(u64::from(*timeout_ms));
+            loop {
+                // A navigation in between makes one evaluation fail: retry.
+                if let Ok(v) = agent(bidi, &ctx, json!({"op": "has_text", "text": text})).await
+                    && v["found"].as_bool() == Some(true)
+                {
+                    return Ok(BrowserOutcome::Text {
+                        text: "The text is on the page.".into(),
+                    });
+                }
+                if Instant::now() >= end {
+                    return Err(ErrorBody::new(
+                        ErrorCode::WaitTimedOut,
+                        "the text did not appear within the timeout",
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_names_map_to_webdriver_codes_or_single_characters() {
+        assert_eq!(key_value("Enter").as_deref(), Some("\u{E007}"));
+        assert_eq!(key_value("CTRL").as_deref(), Some("\u{E009}"));
+        assert_eq!(key_value("a").as_deref(), Some("a"));
+        assert_eq!(key_value("é").as_deref(), Some("é"));
+        assert_eq!(key_value("NoSuchKey"), None);
+        assert_eq!(key_value("\u{7}"), None);
+    }
+
+    #[test]
+    fn typed_text_becomes_key_pairs_with_newlines_as_enter() {
+        let steps = typed_keys("a\r\nb");
+        let values: Vec<&str> = steps.iter().map(|s| s["value"].as_str().unwrap()).collect();
+        assert_eq!(values, ["a", "a", "\u{E007}", "\u{E007}", "b", "b"]);
+    }
+
+    #[test]
+    fn only_web_urls_are_opened() {
+        assert!(check_url("https://example.com/x").is_ok());
+        assert!(check_url("HTTP://example.com").is_ok());
+        assert!(check_url("about:blank").is_ok());
+        for bad in [
+            "file:///etc/passwd",
+            "javascript:alert(1)",
+            "data:text/html,x",
+            "about:config",
+        ] {
+            assert_eq!(
+                check_url(bad).unwrap_err().code,
+                ErrorCode::InvalidAction,
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! The browser driver: a Firefox this daemon started itself, driven over
+//! WebDriver BiDi.
+//!
+//! - [`launch`] starts Firefox with a fresh private profile (a 0700
+//!   directory, removed when the browser goes), on this daemon's display,
+//!   with the Remote Agent on a port Firefox picks on 127.0.0.1 and writes
+//!   into that profile (`WebDriverBiDiServer.json`). A browser the daemon
+//!   did not start is never attached to: the port comes from our own
+//!   profile, and Firefox accepts one BiDi session, which we hold.
+//! - [`bidi`] is the WebSocket client; `page.js` is the agent evaluated in
+//!   a BiDi sandbox realm of each document (reads, refs, element geometry);
+//!   [`members`] carries out each member with them.
+//! - [`BrowserService`] starts the browser on first use, restarts it when
+//!   it died, and runs one call at a time (the API also holds the input
+//!   gate, so a browser call and a computer action never interleave).
+
+pub mod bidi;
+mod members;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use sandtop_protocol::{BrowserCall, BrowserReply, ErrorBody, ErrorCode};
+
+use bidi::{Bidi, BidiError};
+
+/// How the daemon starts its browser.
+#[derive(Debug, Clone)]
+pub struct BrowserConfig {
+    /// The Firefox binary (`firefox-esr` in the guest image).
+    pub program: PathBuf,
+    /// The X display Firefox opens its window on.
+    pub display: String,
+    /// The display's authority file, when it has one.
+    pub xauth: Option<PathBuf>,
+    /// Where the private profiles are made (a tmpfs in the guest).
+    pub profile_parent: PathBuf,
+    /// Longest wait for Firefox to come up.
+    pub start_timeout: Duration,
+}
+
+/// A running browser: the process, its profile and the BiDi session.
+#[derive(Debug)]
+pub struct Browser {
+    child: tokio::process::Child,
+    profile: Profile,
+    bidi: Bidi,
+}
+
+/// A private profile directory, removed on drop.
+#[derive(Debug)]
+struct Profile(PathBuf);
+
+impl Drop for Profile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Browser {
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None)) && self.bidi.is_open()
+    }
+
+    /// The BiDi session.
+    pub fn bidi(&self) -> &Bidi {
+        &self.bidi
+    }
+
+    /// The profile directory (for tests).
+    pub fn profile(&self) -> &Path {
+        &self.profile.0
+    }
+}
+
+/// Firefox preferences of the private profile: a quiet, blank start.
+const USER_JS: &str = r#"user_pref("browser.shell.checkDefaultBrowser", false);
+user_pref("browser.startup.page", 0);
+user_pref("browser.startup.homepage_override.mstone", "ignore");
+user_pref("browser.aboutwelcome.enabled", false);
+user_pref("browser.tabs.warnOnClose", false);
+user_pref("browser.tabs.warnOnCloseOtherTabs", false);
+user_pref("datareporting.policy.dataSubmissionEnabled", false);
+user_pref("toolkit.telemetry.reportingpolicy.firstRun", false);
+user_pref("browser.sessionstore.resume_from_crash", false);
+user_pref("app.update.auto", false);
+user_pref("dom.disable_open_during_load", true);
+"#;
+
+/// Starts Firefox and connects to it.
+pub async fn launch(config: &BrowserConfig) -> Result<Browser, ErrorBody> {
+    let unavailable = |what: String| ErrorBody::new(ErrorCode::BrowserUnavailable, what);
+    let profile = make_profile(&config.profile_parent)
+        .map_err(|e| unavailable(format!("cannot create the browser profile: {e}")))?;
+    std::fs::write(profile.0.join("user.js"), USER_JS)
+        .map_err(|e| unavailable(format!("cannot write the browser profile: {e}")))?;
+    let mut cmd = tokio::process::Command::new(&config.program);
+    cmd.arg("--new-instance")
+        .arg("--profile")
+        .arg(&profile.0)
+        .args(["--remote-debugging-port", "0", "about:blank"])
+        .env("DISPLAY", &config.display)
+        .env("MOZ_CRASHREPORTER_DISABLE", "1")
+        .env_remove("MOZ_REMOTE_SETTINGS_DEVTOOLS")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    match &config.xauth {
+        Some(x) => cmd.env("XAUTHORITY", x),
+        None => cmd.env_remove("XAUTHORITY"),
+    };
+    let mut child = cmd.spawn().map_err(|e| {
+        unavailable(format!(
+            "cannot start {}: {e}",
+            config
+                .program
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+        ))
+    })?;
+    let port_file = profile.0.join("WebDriverBiDiServer.json");
+    let end = Instant::now() + config.start_timeout;
+    let port = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(unavailable(format!(
+                "the browser exited at start ({status})"
+            )));
+        }
+        if let Some(port) = read_port(&port_file) {
+            break port;
+        }
+        if Instant::now() >= end {
+            return Err(unavailable(format!(
+                "the browser did not open its remote port within {} s",
+                config.start_timeout.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let bidi = Bidi::connect(port)
+        .await
+        .map_err(|e| unavailable(format!("cannot open a session with the browser: {e}")))?;
+    tracing::info!(port, "browser started");
+    Ok(Browser {
+        child,
+        profile,
+        bidi,
+    })
+}
+
+fn make_profile(parent: &Path) -> std::io::Result<Profile> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(std::io::Error::other)?;
+    let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let dir = parent.join(format!("sandtop-browser-{name}"));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(Profile(dir))
+}
+
+fn read_port(path: &Path) -> Option<u16> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    if v.get("ws_host")?.as_str()? != "127.0.0.1" {
+        return None;
+    }
+    u16::try_from(v.get("ws_port")?.as_u64()?).ok()
+}
+
+/// The daemon's browser: started on first use, one call at a time.
+#[derive(Debug)]
+pub struct BrowserService {
+    config: Option<BrowserConfig>,
+    browser: tokio::sync::Mutex<Option<Browser>>,
+}
+
+impl BrowserService {
+    /// `None`: this daemon has no browser; every call says so.
+    pub fn new(config: Option<BrowserConfig>) -> BrowserService {
+        BrowserService {
+            config,
+            browser: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Whether a browser can be used at all.
+    pub fn configured(&self) -> bool {
+        self.config.is_some()
+    }
+
+    /// Carries out one call and reads the state after it (also after a
+    /// failed call: the error then carries no state, and the host reads it
+    /// with [`BrowserService::state`]).
+    pub async fn call(&self, call: &BrowserCall) -> Result<BrowserReply, ErrorBody> {
+        call.check()
+            .map_err(|m| ErrorBody::new(ErrorCode::InvalidAction, m))?;
+        let started = Instant::now();
+        let mut guard = self.ready().await?;
+        let browser = guard.as_mut().ok_or_else(internal)?;
+        let outcome = members::run(&browser.bidi, call).await;
+        let outcome = match outcome {
+            Err(e) if e.code == ErrorCode::BrowserUnavailable => {
+                *guard = None;
+                return Err(e);
+            }
+            other => other?,
+        };
+        let state = members::state(&browser.bidi).await?;
+        Ok(BrowserReply {
+            outcome,
+            state,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+
+    /// The tabs, read now.
+    pub async fn state(&self) -> Result<sandtop_protocol::BrowserState, ErrorBody> {
+        let mut guard = self.ready().await?;
+        let browser = guard.as_mut().ok_or_else(internal)?;
+        members::state(&browser.bidi).await
+    }
+
+    /// Stops the browser (daemon shutdown).
+    pub async fn stop(&self) {
+        if let Some(mut b) = self.browser.lock().await.take() {
+            let _ = b.child.start_kill();
+            let _ = tokio::time::timeout(Duration::from_secs(5), b.child.wait()).await;
+        }
+    }
+
+    async fn ready(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Browser>>, ErrorBody> {
+        let Some(config) = &self.config else {
+            return Err(ErrorBody::new(
+                ErrorCode::BrowserUnavailable,
+                "this daemon was started without a browser (--browser)",
+            ));
+        };
+        let mut guard = self.browser.lock().await;
+        if let Some(b) = guard.as_mut()
+            && !b.alive()
+        {
+            tracing::warn!("the browser is gone; starting a new one");
+            *guard = None;
+        }
+        if guard.is_none() {
+            *guard = Some(launch(config).await?);
+        }
+        Ok(guard)
+    }
+}
+
+fn internal() -> ErrorBody {
+    ErrorBody::new(ErrorCode::Internal, "the browser slot is empty")
+}
+
+/// A BiDi failure as an error body. Browser messages are not copied (they
+/// may quote the page); the BiDi error code is a fixed vocabulary.
+pub(crate) fn bidi_error(e: BidiError) -> ErrorBody {
+    match e {
+        BidiError::Command { error, .. } if error == "no such frame" => {
+            ErrorBody::new(ErrorCode::NoSuchTab, "no open tab has this id")
+        }
+        BidiError::Command { error, .. } => ErrorBody::new(
+            ErrorCode::BrowserFailed,
+            format!(
+                "the browser refused the command ({})",
+                error
+                    .chars()
+                    .filter(|c| c.is_ascii_alphabetic() || *c == ' ')
+                    .take(40)
+                    .collect::<String>()
+            ),
+        ),
+        BidiError::Timeout(d) => ErrorBody::new(
+            ErrorCode::Timeout,
+            format!("the browser did not answer within {} ms", d.as_millis()),
+        ),
+        BidiError::Closed | BidiError::Connect(_) => {
+            ErrorBody::new(ErrorCode::BrowserUnavailable, "the browser went away")
+        }
+    }
+}

@@ -1,0 +1,391 @@
+// sandtopd's page agent. Evaluated by the daemon as `(SOURCE)(REQUEST)` in a
+// WebDriver BiDi *sandbox* realm of the tab's document: it sees the page's
+// DOM through Xray wrappers, but the page's own scripts cannot see or patch
+// what it defines, nor replace the DOM methods it calls. It returns one
+// JSON string. Nothing here navigates, submits or types: it reads, keeps
+// the ref registry, and locates elements; input comes from BiDi's input
+// module (trusted events), driven by the daemon.
+//
+// Refs: every element reported gets a ref "<doc>.<n>", where <doc> is a
+// random id of this document's registry (a new document — reload,
+// navigation, another tab — has another registry, so an old ref is stale
+// there) and <n> a counter. An element keeps its ref while it lives; the
+// registry holds elements weakly.
+(function (request) {
+  "use strict";
+  const L = request.limits;
+  const g = globalThis;
+  if (!g.__sandtopRegistry) {
+    const bytes = new Uint8Array(6);
+    crypto.getRandomValues(bytes);
+    g.__sandtopRegistry = {
+      doc: Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join(""),
+      next: 1,
+      byRef: new Map(),
+      byEl: new WeakMap(),
+    };
+  }
+  const reg = g.__sandtopRegistry;
+  const doc = document;
+
+  // --- text hygiene -------------------------------------------------------
+  // Valid Unicode only (no lone surrogates), no control characters, runs of
+  // white space as one space, cut to a byte budget at a character boundary.
+  const enc = new TextEncoder();
+  function clean(s) {
+    if (typeof s !== "string") return "";
+    s = s.toWellFormed ? s.toWellFormed() : s.replace(/[\ud800-\udfff]/g, "\ufffd");
+    return s.replace(/[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]/g, " ")
+      .replace(/\s+/g, " ").trim();
+  }
+  function cut(s, max) {
+    if (enc.encode(s).length <= max) return [s, false];
+    let out = "", n = 0;
+    for (const ch of s) {
+      const b = enc.encode(ch).length;
+      if (n + b > max) break;
+      out += ch; n += b;
+    }
+    return [out, true];
+  }
+
+  // --- visibility and geometry ---------------------------------------------
+  function visible(el) {
+    if (!el.isConnected) return false;
+    if (el.checkVisibility && !el.checkVisibility({ checkOpacity: true, checkVisibilityCSS: true })) return false;
+    const r = el.getBoundingClientRect();
+    return r.width > 0 && r.height > 0;
+  }
+  // The element's box in the top-level viewport (same-origin frames add
+  // their frame element's offset).
+  function topRect(el) {
+    let r = el.getBoundingClientRect();
+    let x = r.left, y = r.top;
+    let win = el.ownerDocument.defaultView;
+    while (win && win.frameElement) {
+      const fe = win.frameElement;
+      const fr = fe.getBoundingClientRect();
+      x += fr.left + fe.clientLeft;
+      y += fr.top + fe.clientTop;
+      win = fe.ownerDocument.defaultView;
+    }
+    return { x, y, w: r.width, h: r.height };
+  }
+
+  // --- roles and names -----------------------------------------------------
+  const TEXT_TYPES = new Set(["", "text", "email", "search", "tel", "url", "password", "number",
+    "date", "datetime-local", "month", "time", "week"]);
+  function roleOf(el) {
+    const aria = (el.getAttribute("role") || "").trim().split(/\s+/)[0].toLowerCase();
+    const tag = el.localName;
+    if (tag === "input") {
+      const t = (el.getAttribute("type") || "").toLowerCase();
+      if (t === "hidden") return null;
+      if (["button", "submit", "reset", "image"].includes(t)) return "button";
+      if (t === "checkbox") return aria === "switch" ? "checkbox" : "checkbox";
+      if (t === "radio") return "radio";
+      if (t === "range") return "slider";
+      if (t === "file" || t === "color") return "unsupported";
+      if (TEXT_TYPES.has(t)) return el.list ? "combobox" : "textbox";
+      return "textbox";
+    }
+    if (tag === "textarea") return "textbox";
+    if (tag === "select") return (el.multiple || el.size > 1) ? "listbox" : "combobox";
+    if (tag === "button") return "button";
+    switch (aria) {
+      case "button": case "link": case "menuitem": case "tab": case "option": case "menuitemcheckbox":
+      case "menuitemradio": case "treeitem":
+        return aria === "menuitemcheckbox" ? "checkbox" : aria === "menuitemradio" ? "radio" : "button";
+      case "textbox": case "searchbox": return "textbox";
+      case "combobox": return "combobox";
+      case "checkbox": case "switch": return "checkbox";
+      case "radio": return "radio";
+      case "slider": case "spinbutton": return "slider";
+      case "listbox": return "listbox";
+    }
+    if (tag === "a" && el.hasAttribute("href")) return "button";
+    if (tag === "summary") return "button";
+    if (el.isContentEditable && (!el.parentElement || !el.parentElement.isContentEditable)) return "textbox";
+    return null;
+  }
+  function textOf(el, depth) {
+    // The text an element contributes to a name: its descendants' text,
+    // alt text of images, without hidden parts.
+    if (depth > 8) return "";
+    let out = "";
+    for (const n of el.childNodes) {
+      if (n.nodeType === 3) out += n.data;
+      else if (n.nodeType === 1) {
+        const c = n;
+        if (c.localName === "script" || c.localName === "style") continue;
+        if (c.getAttribute("aria-hidden") === "true") continue;
+        if (c.localName === "img") { out += " " + (c.getAttribute("alt") || "") + " "; continue; }
+        out += " " + textOf(c, depth + 1) + " ";
+      }
+      if (out.length > 4 * L.label) break;
+    }
+    return out;
+  }
+  function byIds(el, attr) {
+    const ids = (el.getAttribute(attr) || "").trim();
+    if (!ids) return "";
+    const root = el.getRootNode();
+    return ids.split(/\s+/).map((id) => {
+      const t = root.getElementById ? root.getElementById(id) : el.ownerDocument.getElementById(id);
+      return t ? textOf(t, 0) : "";
+    }).join(" ");
+  }
+  function nameOf(el, role) {
+    let n = clean(byIds(el, "aria-labelledby"));
+    if (!n) n = clean(el.getAttribute("aria-label") || "");
+    if (!n && el.labels && el.labels.length) n = clean(Array.from(el.labels, (l) => textOf(l, 0)).join(" "));
+    if (!n && el.localName === "input") {
+      const t = (el.getAttribute("type") || "").toLowerCase();
+      if (["button", "submit", "reset"].includes(t)) n = clean(el.value || (t === "submit" ? "Submit" : t === "reset" ? "Reset" : ""));
+      if (t === "image") n = clean(el.getAttribute("alt") || "");
+    }
+    if (!n && role === "button") n = clean(textOf(el, 0));
+    if (!n) n = clean(el.getAttribute("title") || "");
+    if (!n) n = clean(el.getAttribute("placeholder") || "");
+    if (!n && el.closest) {
+      const fs = el.closest("fieldset");
+      const lg = fs && fs.querySelector("legend");
+      if (lg && role !== "button") n = clean(textOf(lg, 0));
+    }
+    return n;
+  }
+  function isPassword(el) {
+    return el.localName === "input" && (el.getAttribute("type") || "").toLowerCase() === "password";
+  }
+
+  // --- the registry ---------------------------------------------------------
+  function refFor(el, omitted) {
+    let r = reg.byEl.get(el);
+    if (r) return r;
+    if (reg.byRef.size >= L.refs) {
+      // Drop refs of elements that are gone before giving up.
+      for (const [k, w] of reg.byRef) if (!w.deref() || !w.deref().isConnected) reg.byRef.delete(k);
+      if (reg.byRef.size >= L.refs) { omitted.add("target_limit"); return null; }
+    }
+    r = reg.doc + "." + (reg.next++);
+    reg.byEl.set(el, r);
+    reg.byRef.set(r, new WeakRef(el));
+    return r;
+  }
+  function resolve(ref) {
+    if (typeof ref !== "string" || !ref.startsWith(reg.doc + ".")) return null;
+    const w = reg.byRef.get(ref);
+    const el = w && w.deref();
+    if (!el || !el.isConnected || !visible(el)) return null;
+    return el;
+  }
+
+  // --- the walk -------------------------------------------------------------
+  // Iterative, over the light DOM, open shadow roots and same-origin frames,
+  // with budgets: nodes visited, frames, elements reported.
+  function walk(visit, omitted) {
+    let nodes = 0, frames = 0;
+    const stack = [[doc.documentElement, 0]];
+    while (stack.length) {
+      const [node, depth] = stack.pop();
+      if (!node) continue;
+      if (++nodes > L.nodes) { omitted.add("work_limit"); return; }
+      if (node.nodeType !== 1) continue;
+      const el = node;
+      const tag = el.localName;
+      if (tag === "script" || tag === "style" || tag === "template" || tag === "noscript") continue;
+      if (visit(el) === "stop") return;
+      if (tag === "iframe" || tag === "frame") {
+        let inner = null;
+        try { inner = el.contentDocument; } catch (_) { inner = null; }
+        if (!inner) { if (visible(el)) omitted.add("remote_action"); continue; }
+        if (depth >= L.frame_depth || ++frames > L.frames) { omitted.add("frame_limit"); continue; }
+        stack.push([inner.documentElement, depth + 1]);
+        continue;
+      }
+      const kids = el.children;
+      for (let i = kids.length - 1; i >= 0; i--) stack.push([kids[i], depth]);
+      if (el.shadowRoot) {
+        const sk = el.shadowRoot.children;
+        for (let i = sk.length - 1; i >= 0; i--) stack.push([sk[i], depth]);
+      }
+    }
+  }
+
+  function describe(el, role, omitted) {
+    const ref = refFor(el, omitted);
+    if (!ref) return null;
+    let label = nameOf(el, role);
+    if (!label) { omitted.add("name_limit"); return null; }
+    let cutDone;
+    [label, cutDone] = cut(label, L.label);
+    if (cutDone) omitted.add("name_limit");
+    const out = { ref, role, label };
+    if (role === "checkbox" || role === "radio") {
+      const c = el.localName === "input" ? el.checked : el.getAttribute("aria-checked") === "true";
+      out.checked = !!c;
+    }
+    const value = (v) => {
+      let [s, c] = cut((v || "").toWellFormed ? (v || "").toWellFormed() : String(v || ""), L.value);
+      s = s.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g, " ");
+      if (c) omitted.add("value");
+      return s;
+    };
+    if (role === "textbox") {
+      if (isPassword(el)) { if (el.value) omitted.add("private"); }
+      else if (el.localName === "input" || el.localName === "textarea") out.value = value(el.value);
+      else if (el.isContentEditable) out.value = value(el.innerText);
+    } else if (role === "slider" && el.localName === "input") {
+      out.value = value(el.value);
+    } else if ((role === "combobox" || role === "listbox") && el.localName === "select") {
+      const opts = [];
+      for (const o of el.options) {
+        if (opts.length >= 100) { omitted.add("report_limit"); break; }
+        let [ol] = cut(clean(o.label || o.text), L.label);
+        if (!ol) ol = "(empty)";
+        const item = { label: ol, value: value(o.value) };
+        if (role === "listbox") item.selected = o.selected;
+        opts.push(item);
+      }
+      out.options = opts;
+      if (role === "combobox") out.value = value(el.value);
+    } else if (role === "combobox" && el.localName === "input") {
+      out.value = value(el.value);
+    }
+    return out;
+  }
+
+  function read(mode, query) {
+    const omitted = new Set();
+    const elements = [];
+    const root = doc.documentElement;
+    if (!root || !/^(text\/html|application\/xhtml\+xml)$/.test(doc.contentType || "") || !doc.body) {
+      return { text: "", elements, omitted: ["unsupported_root"] };
+    }
+    const words = query ? clean(query).toLowerCase().split(" ").filter(Boolean) : null;
+    if (mode !== "text") {
+      walk((el) => {
+        const role = roleOf(el);
+        if (!role) return;
+        if (el.disabled || el.getAttribute("aria-disabled") === "true" || el.inert) return;
+        if (!visible(el)) return;
+        if (role === "unsupported") { omitted.add("unsupported_control"); return; }
+        if (words) {
+          const hay = (nameOf(el, role) + " " + (isPassword(el) ? "" : (el.value || "")) + " " + role).toLowerCase();
+          if (!words.every((w) => hay.includes(w))) return;
+        }
+        if (elements.length >= L.elements) { omitted.add("report_limit"); return "stop"; }
+        const d = describe(el, role, omitted);
+        if (d) elements.push(d);
+      }, omitted);
+    }
+    let text = "";
+    if (mode === "all" || mode === "text" || mode === "find") {
+      let raw = doc.body.innerText || "";
+      if (raw.length > 8 * L.text) { raw = raw.slice(0, 8 * L.text); omitted.add("text_limit"); }
+      raw = raw.toWellFormed ? raw.toWellFormed() : raw;
+      raw = raw.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, " ");
+      let lines = raw.split("\n").map((l) => l.replace(/[ \t\u00a0]+/g, " ").trim()).filter(Boolean);
+      if (words) lines = lines.filter((l) => words.every((w) => l.toLowerCase().includes(w)));
+      let t, c;
+      [t, c] = cut(lines.join("\n"), L.text);
+      if (c) omitted.add("text_limit");
+      text = t;
+    }
+    return { text, elements, omitted: Array.from(omitted) };
+  }
+
+  // --- actions' element side --------------------------------------------------
+  function locate(ref, need) {
+    const el = resolve(ref);
+    if (!el) return { error: "stale_target" };
+    const role = roleOf(el);
+    if (el.disabled || el.inert) return { error: "not_actionable", why: "disabled" };
+    if (need === "editable" && role !== "textbox" && !(role === "combobox" && el.localName === "input"))
+      return { error: "not_actionable", why: "not a text field" };
+    if (need === "select" && el.localName !== "select") return { error: "not_actionable", why: "not a select" };
+    if (need !== "scroll") {
+      const r0 = topRect(el);
+      const vw = top.innerWidth, vh = top.innerHeight;
+      if (r0.y < 0 || r0.x < 0 || r0.y + r0.h > vh || r0.x + r0.w > vw)
+        el.scrollIntoView({ block: "center", inline: "center", behavior: "instant" });
+    } else {
+      el.scrollIntoView({ block: "center", inline: "center", behavior: "instant" });
+      return { ok: true };
+    }
+    const r = topRect(el);
+    // A point inside the element's visible part, clamped to the viewport.
+    const vw = top.innerWidth, vh = top.innerHeight;
+    const x = Math.min(Math.max(r.x + r.w / 2, 0), vw - 1);
+    const y = Math.min(Math.max(r.y + r.h / 2, 0), vh - 1);
+    if (need === "pointer") {
+      // What is under that point must be the element or inside it.
+      const inner = el.getBoundingClientRect();
+      const lx = inner.left + (x - r.x), ly = inner.top + (y - r.y);
+      let hit = el.ownerDocument.elementFromPoint(lx, ly);
+      while (hit && hit.shadowRoot && hit !== el) {
+        const deeper = hit.shadowRoot.elementFromPoint(lx, ly);
+        if (!deeper || deeper === hit) break;
+        hit = deeper;
+      }
+      const inside = (n) => { for (; n; n = n.parentNode || n.host) if (n === el) return true; return false; };
+      const label = hit && hit.closest && hit.closest("label");
+      if (!hit || !(inside(hit) || (label && el.labels && Array.from(el.labels).includes(label)))) {
+        return { error: "not_actionable", why: "covered by another element" };
+      }
+    }
+    if (need === "editable") {
+      el.focus({ preventScroll: true });
+      if (typeof el.select === "function") el.select();
+      else {
+        const range = el.ownerDocument.createRange();
+        range.selectNodeContents(el);
+        const sel = el.ownerDocument.getSelection();
+        sel.removeAllRanges();
+        sel.addRange(range);
+      }
+      if (el.ownerDocument.activeElement !== el && !el.contains(el.ownerDocument.activeElement))
+        return { error: "not_actionable", why: "did not take focus" };
+    }
+    return { ok: true, x: Math.round(x), y: Math.round(y) };
+  }
+
+  function selectValues(ref, values) {
+    const el = resolve(ref);
+    if (!el) return { error: "stale_target" };
+    if (el.localName !== "select" || el.disabled) return { error: "not_actionable", why: "not an enabled select" };
+    if (!el.multiple && values.length > 1) return { error: "not_actionable", why: "one value for a single select" };
+    const picks = [];
+    for (const v of values) {
+      const o = Array.from(el.options).find((o) => o.value === v) ||
+        Array.from(el.options).find((o) => clean(o.label || o.text) === clean(v));
+      if (!o || o.disabled) return { error: "not_actionable", why: "no such option" };
+      picks.push(o);
+    }
+    for (const o of el.options) o.selected = picks.includes(o);
+    el.dispatchEvent(new Event("input", { bubbles: true }));
+    el.dispatchEvent(new Event("change", { bubbles: true }));
+    return { ok: true };
+  }
+
+  let out;
+  switch (request.op) {
+    case "read": out = read(request.mode, request.query || null); break;
+    case "locate": out = locate(request.ref, request.need); break;
+    case "select": out = selectValues(request.ref, request.values); break;
+    case "tab": {
+      const [title, c] = cut((doc.title || "").toWellFormed ? (doc.title || "").toWellFormed() : "", L.title);
+      out = { title: title.replace(/[\u0000-\u001f\u007f]/g, " "), title_truncated: c,
+        visible: doc.visibilityState === "visible", width: innerWidth, height: innerHeight,
+        scroll: [Math.round(scrollX), Math.round(scrollY)] };
+      break;
+    }
+    case "has_text": {
+      const hay = clean(doc.body ? doc.body.innerText : "").toLowerCase();
+      out = { found: hay.includes(clean(request.text).toLowerCase()) };
+      break;
+    }
+    default: out = { error: "bad_op" };
+  }
+  return JSON.stringify(out);
+})

@@ -1,0 +1,540 @@
+//! The browser driver's wire types: `POST /v1/browser/state` and
+//! `POST /v1/browser/call` (daemon/openapi.yaml).
+//!
+//! The daemon owns a Firefox it started itself and speaks WebDriver BiDi to
+//! it; the host owns the toolset rules (member selection, confirmation, URL
+//! policy, result validation, the model-facing shapes). These types carry a
+//! call from the second to the first and its raw result back:
+//! - [`BrowserCall`]: one member with its validated arguments (the host has
+//!   already checked them; the daemon checks again, strictly);
+//! - [`BrowserReply`]: the member's [`BrowserOutcome`] and the browser's
+//!   [`BrowserState`] read after the call, so that a call costs one round
+//!   trip, state included.
+//!
+//! Tab URLs travel in full here (the host reduces them to origins before
+//! the model sees them) and are capped by the daemon at
+//! [`MAX_URL_BYTES`]; titles at [`MAX_TITLE_BYTES`].
+
+use serde::{Deserialize, Serialize};
+
+/// The members a toolset offers by default, in the seed's order.
+pub const DEFAULT_MEMBERS: [&str; 18] = [
+    "navigate",
+    "read_page",
+    "get_page_text",
+    "find",
+    "click",
+    "type",
+    "key",
+    "scroll",
+    "select_option",
+    "hover",
+    "screenshot",
+    "zoom",
+    "new_tab",
+    "list_tabs",
+    "switch_tab",
+    "close_tab",
+    "scroll_to",
+    "wait_for",
+];
+
+/// Longest tab URL the daemon reports, in bytes.
+pub const MAX_URL_BYTES: usize = 2048;
+/// Longest tab title the daemon reports, in bytes (cut at a character).
+pub const MAX_TITLE_BYTES: usize = 1024;
+/// Longest element ref or label in a read report, in bytes.
+pub const MAX_REF_BYTES: usize = 256;
+/// Longest label in a read report, in bytes.
+pub const MAX_LABEL_BYTES: usize = 256;
+/// Longest value in a read report, in bytes.
+pub const MAX_VALUE_BYTES: usize = 512;
+/// Most elements in one read report.
+pub const MAX_READ_ELEMENTS: usize = 500;
+/// Most bytes of visible text in one read report.
+pub const MAX_READ_TEXT_BYTES: usize = 32 * 1024;
+/// Most tabs the daemon lets the model have open.
+pub const MAX_TABS: usize = 32;
+/// `wait_for`: the longest timeout, in milliseconds.
+pub const MAX_WAIT_MS: u32 = 30_000;
+/// `wait_for`: the longest text, in bytes after whitespace normalisation.
+pub const MAX_WAIT_TEXT_BYTES: usize = 256;
+/// Most characters typed by one `type` call.
+pub const MAX_TYPE_CHARS: usize = crate::limits::MAX_TYPE_CHARS;
+/// `scroll`: the largest distance, in CSS pixels.
+pub const MAX_SCROLL_PIXELS: u64 = 100_000;
+
+/// One tab, as the daemon reports it (URLs in full, bounded).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrowserTab {
+    pub id: String,
+    pub title: String,
+    pub url: String,
+    pub active: bool,
+    /// The daemon cut the title at [`MAX_TITLE_BYTES`].
+    #[serde(default)]
+    pub title_truncated: bool,
+}
+
+/// Every tab of the daemon's browser; exactly one is active when any exist.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrowserState {
+    pub tabs: Vec<BrowserTab>,
+}
+
+/// `read_page`'s filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadFilter {
+    All,
+    Interactive,
+}
+
+/// `scroll`'s direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScrollDirection {
+    Up,
+    Down,
+    Left,
+    Right,
+}
+
+/// One call of a browser member, with its arguments. `tab_id: None` means
+/// the active tab. `list_tabs` is no call: it is the state every reply
+/// carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "member", rename_all = "snake_case", deny_unknown_fields)]
+pub enum BrowserCall {
+    Navigate {
+        tab_id: Option<String>,
+        url: String,
+    },
+    ReadPage {
+        tab_id: Option<String>,
+        filter: ReadFilter,
+    },
+    GetPageText {
+        tab_id: Option<String>,
+    },
+    Find {
+        tab_id: Option<String>,
+        query: String,
+    },
+    Click {
+        tab_id: Option<String>,
+        target: String,
+    },
+    Type {
+        tab_id: Option<String>,
+        text: String,
+        target: Option<String>,
+    },
+    Key {
+        tab_id: Option<String>,
+        keys: Vec<String>,
+    },
+    Scroll {
+        tab_id: Option<String>,
+        direction: ScrollDirection,
+        amount: u64,
+    },
+    SelectOption {
+        tab_id: Option<String>,
+        target: String,
+        values: Vec<String>,
+    },
+    Hover {
+        tab_id: Option<String>,
+        target: String,
+    },
+    Screenshot {
+        tab_id: Option<String>,
+    },
+    Zoom {
+        tab_id: Option<String>,
+        region: [u64; 4],
+    },
+    NewTab {
+        url: Option<String>,
+    },
+    SwitchTab {
+        tab_id: String,
+    },
+    CloseTab {
+        tab_id: String,
+    },
+    ScrollTo {
+        tab_id: Option<String>,
+        target: String,
+    },
+    WaitFor {
+        tab_id: Option<String>,
+        text: String,
+        timeout_ms: u32,
+    },
+}
+
+impl BrowserCall {
+    /// The member's name, as in [`DEFAULT_MEMBERS`].
+    pub fn member(&self) -> &'static str {
+        match self {
+            BrowserCall::Navigate { .. } => "navigate",
+            BrowserCall::ReadPage { .. } => "read_page",
+            BrowserCall::GetPageText { .. } => "get_page_text",
+            BrowserCall::Find { .. } => "find",
+            BrowserCall::Click { .. } => "click",
+            BrowserCall::Type { .. } => "type",
+            BrowserCall::Key { .. } => "key",
+            BrowserCall::Scroll { .. } => "scroll",
+            BrowserCall::SelectOption { .. } => "select_option",
+            BrowserCall::Hover { .. } => "hover",
+            BrowserCall::Screenshot { .. } => "screenshot",
+            BrowserCall::Zoom { .. } => "zoom",
+            BrowserCall::NewTab { .. } => "new_tab",
+            BrowserCall::SwitchTab { .. } => "switch_tab",
+            BrowserCall::CloseTab { .. } => "close_tab",
+            BrowserCall::ScrollTo { .. } => "scroll_to",
+            BrowserCall::WaitFor { .. } => "wait_for",
+        }
+    }
+
+    /// The limits the daemon and the host both enforce, with a message that
+    /// names the field. (Schema-level rules — types, required fields,
+    /// unknown fields — are serde's.)
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            BrowserCall::WaitFor {
+                text, timeout_ms, ..
+            } => {
+                let n = normalize_space(text);
+                if n.is_empty() || n.len() > MAX_WAIT_TEXT_BYTES {
+                    return Err(format!(
+                        "`text`: 1 to {MAX_WAIT_TEXT_BYTES} bytes after whitespace normalisation, got {}",
+                        n.len()
+                    ));
+                }
+                if !(1..=MAX_WAIT_MS).contains(timeout_ms) {
+                    return Err(format!(
+                        "`timeout_ms`: 1 to {MAX_WAIT_MS}, got {timeout_ms}"
+                    ));
+                }
+            }
+            BrowserCall::Zoom { region, .. } => {
+                let [l, t, r, b] = *region;
+                if l >= r || t >= b {
+                    return Err(
+                        "`region`: [left, top, right, bottom] needs left < right and top < bottom"
+                            .into(),
+                    );
+                }
+            }
+            BrowserCall::Scroll { amount, .. } if *amount > MAX_SCROLL_PIXELS => {
+                return Err(format!(
+                    "`amount`: at most {MAX_SCROLL_PIXELS}, got {amount}"
+                ));
+            }
+            BrowserCall::Type { text, .. } => {
+                crate::check_text(text).map_err(|e| format!("`text`: {e}"))?
+            }
+            BrowserCall::Key { keys, .. } => {
+                if keys.is_empty() || keys.len() > crate::limits::MAX_KEYS {
+                    return Err(format!(
+                        "`keys`: 1 to {} key names, got {}",
+                        crate::limits::MAX_KEYS,
+                        keys.len()
+                    ));
+                }
+                for k in keys {
+                    if k.is_empty() || k.len() > crate::limits::MAX_KEY_NAME_BYTES {
+                        return Err(format!(
+                            "`keys`: a key name is 1 to {} bytes",
+                            crate::limits::MAX_KEY_NAME_BYTES
+                        ));
+                    }
+                }
+            }
+            BrowserCall::SelectOption { values, .. } if values.is_empty() || values.len() > 256 => {
+                return Err(format!("`values`: 1 to 256 values, got {}", values.len()));
+            }
+            _ => {}
+        }
+        for (name, value) in self.refs() {
+            if value.is_empty() || value.len() > MAX_REF_BYTES {
+                return Err(format!("`{name}`: 1 to {MAX_REF_BYTES} bytes"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The element refs and tab ids the call names, with their field names.
+    fn refs(&self) -> Vec<(&'static str, &str)> {
+        let mut out = Vec::new();
+        match self {
+            BrowserCall::Click { target, .. }
+            | BrowserCall::Hover { target, .. }
+            | BrowserCall::ScrollTo { target, .. }
+            | BrowserCall::SelectOption { target, .. } => out.push(("target", target.as_str())),
+            BrowserCall::Type {
+                target: Some(t), ..
+            } => out.push(("target", t.as_str())),
+            BrowserCall::SwitchTab { tab_id } | BrowserCall::CloseTab { tab_id } => {
+                out.push(("tab_id", tab_id.as_str()))
+            }
+            _ => {}
+        }
+        if let Some(t) = self.tab_id() {
+            out.push(("tab_id", t));
+        }
+        out
+    }
+
+    /// The optional tab the call targets (`None`: the active tab).
+    pub fn tab_id(&self) -> Option<&str> {
+        match self {
+            BrowserCall::Navigate { tab_id, .. }
+            | BrowserCall::ReadPage { tab_id, .. }
+            | BrowserCall::GetPageText { tab_id }
+            | BrowserCall::Find { tab_id, .. }
+            | BrowserCall::Click { tab_id, .. }
+            | BrowserCall::Type { tab_id, .. }
+            | BrowserCall::Key { tab_id, .. }
+            | BrowserCall::Scroll { tab_id, .. }
+            | BrowserCall::SelectOption { tab_id, .. }
+            | BrowserCall::Hover { tab_id, .. }
+            | BrowserCall::Screenshot { tab_id }
+            | BrowserCall::Zoom { tab_id, .. }
+            | BrowserCall::ScrollTo { tab_id, .. }
+            | BrowserCall::WaitFor { tab_id, .. } => tab_id.as_deref(),
+            BrowserCall::NewTab { .. }
+            | BrowserCall::SwitchTab { .. }
+            | BrowserCall::CloseTab { .. } => None,
+        }
+    }
+}
+
+/// Whitespace runs become one space; leading and trailing space goes.
+pub fn normalize_space(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The roles a read report names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadRole {
+    Button,
+    Textbox,
+    Combobox,
+    Checkbox,
+    Radio,
+    Slider,
+    Listbox,
+}
+
+/// Why a read report left something out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Omission {
+    /// More elements than [`MAX_READ_ELEMENTS`].
+    ReportLimit,
+    /// Visible text beyond [`MAX_READ_TEXT_BYTES`].
+    TextLimit,
+    /// The document holds more refs than the driver keeps.
+    TargetLimit,
+    /// The walk stopped at its node budget.
+    WorkLimit,
+    /// Frames nested too deep, or too many.
+    FrameLimit,
+    /// The document is not an HTML page the driver reads (a viewer, an
+    /// image, a privileged page).
+    UnsupportedRoot,
+    /// A control the roles cannot express (a file or colour input).
+    UnsupportedControl,
+    /// Content in a cross-origin frame: neither read nor actionable.
+    RemoteAction,
+    /// A password field's value (never reported).
+    Private,
+    /// A value longer than [`MAX_VALUE_BYTES`] was cut.
+    Value,
+    /// A label longer than [`MAX_LABEL_BYTES`] was cut, or an element
+    /// without any accessible name was left out.
+    NameLimit,
+}
+
+/// One option of a combobox or listbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadOption {
+    pub label: String,
+    pub value: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selected: Option<bool>,
+}
+
+/// One actionable element.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadElement {
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub role: ReadRole,
+    pub label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<ReadOption>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<bool>,
+}
+
+/// The seed's `BrowserReadV1`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrowserRead {
+    pub version: u8,
+    pub text: String,
+    pub elements: Vec<ReadElement>,
+    pub omitted: Vec<Omission>,
+}
+
+/// A viewport capture (PNG).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrowserImage {
+    pub png_base64: String,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// What one member returned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum BrowserOutcome {
+    /// An action that returns nothing but its effect.
+    Done,
+    /// A short message from the driver (`wait_for`: the text appeared).
+    Text {
+        text: String,
+    },
+    Read(BrowserRead),
+    Image(BrowserImage),
+}
+
+/// The daemon's answer to one call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrowserReply {
+    pub outcome: BrowserOutcome,
+    pub state: BrowserState,
+    /// Time spent in the browser for this call, state read included.
+    pub elapsed_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_round_trip_and_unknown_fields_are_refused() {
+        let c: BrowserCall =
+            crate::from_json_objects(br#"{"member":"click","tab_id":null,"target":"e1.3"}"#)
+                .unwrap();
+        assert_eq!(
+            c,
+            BrowserCall::Click {
+                tab_id: None,
+                target: "e1.3".into()
+            }
+        );
+        assert_eq!(c.member(), "click");
+        let back = serde_json::to_string(&c).unwrap();
+        assert_eq!(back, r#"{"member":"click","tab_id":null,"target":"e1.3"}"#);
+        let bad = crate::from_json_objects::<BrowserCall>(
+            br#"{"member":"click","tab_id":null,"target":"e1","extra":1}"#,
+        );
+        assert!(bad.unwrap_err().contains("extra"));
+        assert!(crate::from_json_objects::<BrowserCall>(br#"{"member":"list_tabs"}"#).is_err());
+        let z: BrowserCall =
+            crate::from_json_objects(br#"{"member":"zoom","tab_id":null,"region":[0,0,10,10]}"#)
+                .unwrap();
+        assert!(z.check().is_ok());
+    }
+
+    #[test]
+    fn checks_name_the_field() {
+        let cases = [
+            (
+                BrowserCall::WaitFor {
+                    tab_id: None,
+                    text: "  \n ".into(),
+                    timeout_ms: 10,
+                },
+                "`text`",
+            ),
+            (
+                BrowserCall::WaitFor {
+                    tab_id: None,
+                    text: "ok".into(),
+                    timeout_ms: 30_001,
+                },
+                "`timeout_ms`",
+            ),
+            (
+                BrowserCall::Zoom {
+                    tab_id: None,
+                    region: [10, 0, 10, 5],
+                },
+                "`region`",
+            ),
+            (
+                BrowserCall::Click {
+                    tab_id: None,
+                    target: String::new(),
+                },
+                "`target`",
+            ),
+            (
+                BrowserCall::Key {
+                    tab_id: None,
+                    keys: vec![],
+                },
+                "`keys`",
+            ),
+            (
+                BrowserCall::SwitchTab {
+                    tab_id: "x".repeat(300),
+                },
+                "`tab_id`",
+            ),
+        ];
+        for (call, field) in cases {
+            let e = call.check().unwrap_err();
+            assert!(e.contains(field), "{call:?}: {e}");
+        }
+        let long_ok = BrowserCall::WaitFor {
+            tab_id: None,
+            text: format!("  {}  ", "a".repeat(256)),
+            timeout_ms: 1,
+        };
+        assert!(long_ok.check().is_ok());
+    }
+
+    #[test]
+    fn every_default_member_but_list_tabs_is_a_call() {
+        for m in DEFAULT_MEMBERS {
+            let body = format!(r#"{{"member":"{m}"}}"#);
+            let err = crate::from_json_objects::<BrowserCall>(body.as_bytes())
+                .err()
+                .unwrap_or_default();
+            // Members whose only field is an optional tab parse; the
+            // others miss a field; list_tabs is no call at all.
+            assert_eq!(
+                err.contains("unknown variant"),
+                m == "list_tabs",
+                "{m}: {err}"
+            );
+        }
+    }
+}
