@@ -15,6 +15,8 @@ declare -A need=(
   [scrot]=scrot
   [openbox]=openbox
   [mmdebstrap]=mmdebstrap
+  # The browser tier (daemon/tests/browser.rs): the guest's Firefox ESR.
+  [firefox-esr]=firefox-esr
 )
 missing=()
 if [ $# -gt 0 ]; then
