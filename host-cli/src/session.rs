@@ -283,10 +283,37 @@ impl Store {
     /// guest left in `guest/`), never following a link; on failure, all
     /// it could remove is gone and the error lists what is left.
     pub fn remove(&self, dir: &SessionDir) -> anyhow::Result<()> {
-        remove::remove_tree(&dir.path)
+        let unmounted = unmount_guest_folder(dir);
+        let removed = remove::remove_tree(&dir.path)
             .map(|_| ())
-            .map_err(|left| anyhow::anyhow!("removing {}: {left}", dir.path.display()))
+            .map_err(|left| anyhow::anyhow!("removing {}: {left}", dir.path.display()));
+        match (unmounted, removed) {
+            (Ok(()), r) => r,
+            (Err(u), Ok(())) => Err(u),
+            (Err(u), Err(r)) => Err(r.context(format!("{u:#}"))),
+        }
     }
+}
+
+/// Unmounts the tmpfs on a session's `guest/` folder, when one is there
+/// (`guest::docker::mount_guest_folder`; a folder on another device than
+/// the session folder is a mount point). Detached, so a guest that still
+/// holds a file open there does not stop it; never through a link.
+pub fn unmount_guest_folder(dir: &SessionDir) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    let g = dir.guest_path();
+    let (Ok(top), Ok(inner)) = (
+        std::fs::symlink_metadata(&dir.path),
+        std::fs::symlink_metadata(&g),
+    ) else {
+        return Ok(());
+    };
+    if !inner.is_dir() || inner.dev() == top.dev() {
+        return Ok(());
+    }
+    use rustix::mount::UnmountFlags;
+    rustix::mount::unmount(&g, UnmountFlags::DETACH | UnmountFlags::NOFOLLOW)
+        .with_context(|| format!("unmounting the guest's folder {}", g.display()))
 }
 
 /// A process's start time (clock ticks since boot, field 22 of
@@ -351,6 +378,37 @@ mod tests {
         assert_eq!(store.get("one").unwrap().load().unwrap(), rec);
         store.remove(&d).unwrap();
         assert!(store.get("one").is_err());
+    }
+
+    /// The guest's folder is a tmpfs of its own (issue 12 item 2); removing
+    /// the session unmounts it and leaves nothing.
+    #[test]
+    fn a_mounted_guest_folder_is_unmounted_and_removed() {
+        if !rustix::process::geteuid().is_root() {
+            println!("SKIP: mounting a tmpfs needs root");
+            return;
+        }
+        use std::os::unix::fs::MetadataExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::at(tmp.path().to_path_buf()).unwrap();
+        let d = store.create("mounted").unwrap();
+        std::fs::create_dir(d.guest_path()).unwrap();
+        crate::guest::docker::mount_guest_folder(&d.guest_path()).unwrap();
+        let dev = |p: &Path| std::fs::metadata(p).unwrap().dev();
+        assert_ne!(dev(&d.guest_path()), dev(&d.path), "not a mount point");
+        std::fs::create_dir(d.guest_path().join("sub")).unwrap();
+        std::fs::write(d.guest_path().join("sub/file"), b"x").unwrap();
+        let g = d.guest_path().display().to_string();
+        let mounted = || {
+            std::fs::read_to_string("/proc/self/mountinfo")
+                .unwrap()
+                .lines()
+                .any(|l| l.split(' ').nth(4) == Some(g.as_str()))
+        };
+        assert!(mounted());
+        store.remove(&d).unwrap();
+        assert!(!mounted(), "the tmpfs is still mounted");
+        assert!(!d.path.exists());
     }
 
     #[test]

@@ -58,7 +58,9 @@ mod order;
 use order::batched_form_input_lands_in_each_field;
 #[path = "e2e/boundary.rs"]
 mod boundary;
-use boundary::other_host_users_cannot_reach_a_guest;
+use boundary::{
+    other_host_users_cannot_reach_a_guest, the_guest_folder_is_capped_noexec_and_anonymous,
+};
 
 /// What every case gets.
 struct Ctx {
@@ -94,6 +96,7 @@ fn main() -> ExitCode {
         both_channel_paths_work,
         batched_form_input_lands_in_each_field,
         other_host_users_cannot_reach_a_guest,
+        the_guest_folder_is_capped_noexec_and_anonymous,
     ];
     if args.iter().any(|a| a == "--list") {
         for (n, _) in &all {

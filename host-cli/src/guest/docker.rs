@@ -26,7 +26,8 @@
 //!    on `/tmp` and `/home/user` (everything the guest executes comes from
 //!    the image), memory with swap equal to it, pids, CPU and shm limits,
 //!    no core dumps, network `none`, no published ports, no devices, and
-//!    one mount: `guest/` on `/run/sandtop`. The environment is
+//!    one mount: `guest/` on `/run/sandtop`, which is (as root) a tmpfs of
+//!    its own, 1 MiB, `noexec` ([`mount_guest_folder`]). The environment is
 //!    `SANDTOP_SCREEN` and nothing of the host's (no API key, no token).
 //!    Labels: `sandtop.session=NAME` and `sandtop.session-dir=FOLDER`, so
 //!    that `guest gc` can find the session folder of any container.
@@ -1006,8 +1007,39 @@ impl DockerBackend {
     }
 }
 
+/// The size of the guest's folder, `/run/sandtop` (issue 12 item 2): it
+/// holds a 64-byte token and two sockets.
+pub const GUEST_FOLDER_BYTES: u64 = 1024 * 1024;
+/// Its inodes (the folder itself, the token, the sockets, and room).
+pub const GUEST_FOLDER_INODES: u64 = 64;
+
+/// Mounts a tmpfs of [`GUEST_FOLDER_BYTES`] and [`GUEST_FOLDER_INODES`] on
+/// `g`, `nosuid,nodev,noexec`, named `sandtop` (issue 12 item 2): what the
+/// guest writes there is bounded and costs the host's disk nothing (its
+/// pages are charged to the guest's memory cgroup, the writer), nothing
+/// there can be executed, and the guest's `/proc/self/mountinfo` shows the
+/// root of that tmpfs (`/`), not the host path of the session folder.
+/// Root only; `session::Store::remove` unmounts it.
+pub fn mount_guest_folder(g: &Path) -> anyhow::Result<()> {
+    use rustix::mount::MountFlags;
+    let data = std::ffi::CString::new(format!(
+        "size={GUEST_FOLDER_BYTES},nr_inodes={GUEST_FOLDER_INODES},mode=0700"
+    ))?;
+    rustix::mount::mount(
+        "sandtop",
+        g,
+        "tmpfs",
+        MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+        data.as_c_str(),
+    )
+    .with_context(|| format!("mounting a tmpfs on {}", g.display()))
+}
+
 /// Creates the session's `guest/` folder with a copy of the token, owned
-/// so that the guest's uid can use it (see the module docs).
+/// so that the guest's uid can use it (see the module docs). As root the
+/// folder is a tmpfs of its own ([`mount_guest_folder`]); as another user
+/// it is a plain directory (no size cap, exec allowed, its host path
+/// visible to the guest: docs/security.md F3 says so).
 pub fn prepare_guest_dir(dir: &SessionDir) -> anyhow::Result<PathBuf> {
     use rustix::fs::{Gid, Uid};
     let meta =
@@ -1024,6 +1056,15 @@ pub fn prepare_guest_dir(dir: &SessionDir) -> anyhow::Result<PathBuf> {
         .mode(0o700)
         .create(&g)
         .with_context(|| format!("creating {}", g.display()))?;
+    if euid.is_root() {
+        mount_guest_folder(&g)?;
+    } else {
+        tracing::warn!(
+            "host-cli is not root: the guest's folder {} is a plain directory, without a size \
+             cap or noexec (docs/security.md F3)",
+            g.display()
+        );
+    }
     let token = Secret::read(&dir.token_path())?;
     let token_path = g.join("token");
     {

@@ -1,9 +1,10 @@
 //! The boundary between a guest and the host's other users (issue 12):
 //!
 //! - item 1: a host process of uid 1000 (the first human account on most
-//!   hosts) and one of the guest's own uid cannot read the session's token
-//!   or connect to the daemon's socket, neither through the session folder
-//!   nor through `/proc/PID/root` of the guest's processes;
+//!   hosts) can neither read the session's token nor connect to the
+//!   daemon's socket, through the session folder or through
+//!   `/proc/PID/root` of the guest's processes; one of the guest's own uid
+//!   cannot reach the session folder and finds no token file;
 //! - item 2: the guest's `/run/sandtop` is a size-capped, `noexec` tmpfs
 //!   that shows no host path in the guest's `/proc/self/mountinfo`.
 //!
@@ -179,4 +180,150 @@ pub async fn other_host_users_cannot_reach_a_guest(ctx: Arc<Ctx>) -> anyhow::Res
         Value::Array(guest)
     );
     g.stop().await
+}
+
+/// Runs `script` with `sh -c` in the guest as the guest's user; its
+/// stdout (stderr appended).
+async fn sh(g: &Guest, script: &str) -> anyhow::Result<String> {
+    let r = g.exec(&["/bin/sh", "-c", script]).await?;
+    Ok(format!(
+        "{}{}",
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr)
+    ))
+}
+
+/// `name=NUMBER` from a script's output.
+fn figure(out: &str, name: &str) -> anyhow::Result<i64> {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}=")))
+        .and_then(|v| v.trim().parse().ok())
+        .with_context(|| format!("no {name}= in: {out}"))
+}
+
+/// Issue 12 item 2: `/run/sandtop` is a tmpfs of its own: writing stops at
+/// its size (and its inodes), nothing there runs, and the guest's
+/// mountinfo shows no host path.
+pub async fn the_guest_folder_is_capped_noexec_and_anonymous(ctx: Arc<Ctx>) -> anyhow::Result<()> {
+    if !rustix::process::geteuid().is_root() {
+        println!("  SKIP: the guest folder is a tmpfs only when host-cli runs as root");
+        return Ok(());
+    }
+    let g = Guest::start(&ctx, "fold").await?;
+    let m = docker::GUEST_MOUNT;
+
+    // On the host: a tmpfs of the configured size, not the host's disk.
+    let st = rustix::fs::statvfs(g.dir.guest_path())?;
+    let host_bytes = st.f_blocks * st.f_frsize;
+    ensure!(
+        host_bytes == docker::GUEST_FOLDER_BYTES,
+        "the guest folder's filesystem holds {host_bytes} bytes"
+    );
+
+    // Exec refused: a copy of /bin/true, mode 0755, does not run, neither
+    // directly nor through the dynamic loader (mmap PROT_EXEC refused).
+    let out = sh(
+        &g,
+        &format!(
+            "cp /bin/true {m}/t && chmod 0755 {m}/t && ls -l {m}/t; /bin/true; echo control=$?; \
+             {m}/t; echo direct=$?; \
+             if [ -x /lib64/ld-linux-x86-64.so.2 ]; then /lib64/ld-linux-x86-64.so.2 {m}/t; \
+             echo loader=$?; else echo loader=1; fi; rm -f {m}/t"
+        ),
+    )
+    .await?;
+    ensure!(
+        out.contains("-rwxr-xr-x"),
+        "the copy is not executable: {out}"
+    );
+    ensure!(figure(&out, "control")? == 0, "control: {out}");
+    ensure!(figure(&out, "direct")? == 126, "exec from {m}: {out}");
+    ensure!(figure(&out, "loader")? != 0, "exec through ld.so: {out}");
+
+    // Write until refused: stops at the folder's size.
+    let out = sh(
+        &g,
+        &format!(
+            "dd if=/dev/zero of={m}/fill bs=65536 count=1024; echo dd=$?; \
+             echo size=$(stat -c %s {m}/fill); rm -f {m}/fill"
+        ),
+    )
+    .await?;
+    let size = figure(&out, "size")?;
+    ensure!(
+        figure(&out, "dd")? != 0 && out.contains("No space left"),
+        "dd was not refused: {out}"
+    );
+    ensure!(
+        size > 0 && size as u64 <= docker::GUEST_FOLDER_BYTES,
+        "wrote {size} bytes: {out}"
+    );
+    // And files until refused: stops at the folder's inodes.
+    let out = sh(
+        &g,
+        &format!(
+            "i=0; while [ $i -lt 1000 ]; do touch {m}/n$i 2>/dev/null || break; i=$((i+1)); done; \
+             echo made=$i; rm -f {m}/n*"
+        ),
+    )
+    .await?;
+    let made = figure(&out, "made")?;
+    ensure!(
+        made > 0 && (made as u64) < docker::GUEST_FOLDER_INODES,
+        "made {made} files: {out}"
+    );
+    println!(
+        "  refused after {size} bytes ({} MiB cap) and {made} files ({} inodes)",
+        docker::GUEST_FOLDER_BYTES / (1024 * 1024),
+        docker::GUEST_FOLDER_INODES
+    );
+
+    // The guest's mountinfo: /run/sandtop is the root of a tmpfs, noexec,
+    // and no line names the host's state directory, home or user.
+    let info = sh(&g, "cat /proc/self/mountinfo").await?;
+    let line = info
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some(m))
+        .with_context(|| format!("no {m} in the guest's mountinfo:\n{info}"))?;
+    let f: Vec<&str> = line.split(' ').collect();
+    let after = line.split(" - ").nth(1).unwrap_or("");
+    ensure!(f[3] == "/", "the mount's root is {:?}: {line}", f[3]);
+    ensure!(after.starts_with("tmpfs sandtop "), "{line}");
+    for want in ["noexec", "nosuid", "nodev"] {
+        ensure!(f[5].split(',').any(|o| o == want), "{want}: {line}");
+    }
+    let mut secrets = vec![
+        ctx.state_dir.display().to_string(),
+        "sandtop-e2e-".to_string(),
+        "/sessions/".to_string(),
+    ];
+    if let Some(home) = std::env::var_os("HOME").filter(|h| h.len() > 1) {
+        secrets.push(format!("{}/", Path::new(&home).display()));
+    }
+    if let Ok(user) = std::env::var("USER")
+        && !user.is_empty()
+    {
+        secrets.push(format!("/{user}/"));
+    }
+    for s in &secrets {
+        ensure!(
+            !info.contains(s.as_str()),
+            "the guest's mountinfo shows {s:?}:\n{info}"
+        );
+    }
+
+    // The daemon still answers through its socket in that folder.
+    let mut ch = g.channel(ChannelMode::Socket).await?;
+    ensure!(ch.health().await?.status == HealthStatus::Ok, "health");
+    // Stopping unmounts the tmpfs on the host.
+    let path = g.dir.guest_path().display().to_string();
+    g.stop().await?;
+    let host = std::fs::read_to_string("/proc/self/mountinfo")?;
+    ensure!(
+        !host
+            .lines()
+            .any(|l| l.split(' ').nth(4) == Some(path.as_str())),
+        "the tmpfs is still mounted on {path}"
+    );
+    Ok(())
 }
