@@ -59,7 +59,8 @@ use order::batched_form_input_lands_in_each_field;
 #[path = "e2e/boundary.rs"]
 mod boundary;
 use boundary::{
-    other_host_users_cannot_reach_a_guest, the_guest_folder_is_capped_noexec_and_anonymous,
+    gc_removes_only_what_its_own_user_left, other_host_users_cannot_reach_a_guest,
+    the_guest_folder_is_capped_noexec_and_anonymous,
 };
 
 /// What every case gets.
@@ -97,6 +98,7 @@ fn main() -> ExitCode {
         batched_form_input_lands_in_each_field,
         other_host_users_cannot_reach_a_guest,
         the_guest_folder_is_capped_noexec_and_anonymous,
+        gc_removes_only_what_its_own_user_left,
     ];
     if args.iter().any(|a| a == "--list") {
         for (n, _) in &all {

@@ -30,15 +30,18 @@
 //!    its own, 1 MiB, `noexec` ([`mount_guest_folder`]). The environment is
 //!    `SANDTOP_SCREEN` and nothing of the host's (no API key, no token).
 //!    Labels: `sandtop.session=NAME` and `sandtop.session-dir=FOLDER`, so
-//!    that `guest gc` can find the session folder of any container.
+//!    that `guest gc` can find the session folder of any container, and
+//!    `sandtop.owner-host` / `sandtop.owner-uid`, so that it judges only
+//!    containers of this host and user ([`not_ours`]).
 //! 5. Start, then wait until the daemon's health is `ok` over the channel
 //!    ([`channel`]), at most `ready_timeout`. On failure the tail of the
 //!    container's log is shown and the container is removed; Ctrl-C,
 //!    SIGTERM and SIGHUP during the start remove it too.
 //!
 //! `stop` stops with a short grace period and removes the container;
-//! `gc_containers` removes containers whose folder is gone, whose starter
-//! died before it finished, or whose guest exited.
+//! `gc_containers` removes containers of this host and user (root: of any
+//! user) whose folder is gone, whose starter died before it finished, or
+//! whose guest exited; another user's or host's are left alone.
 
 pub mod channel;
 
@@ -170,6 +173,10 @@ pub fn check_guest_ids_unused() -> anyhow::Result<()> {
 pub const LABEL_SESSION: &str = "sandtop.session";
 /// The session folder on the host (value: absolute path).
 pub const LABEL_SESSION_DIR: &str = "sandtop.session-dir";
+/// The host that created the container (value: [`host_id`]).
+pub const LABEL_OWNER_HOST: &str = "sandtop.owner-host";
+/// The uid of the host user who created the container.
+pub const LABEL_OWNER_UID: &str = "sandtop.owner-uid";
 /// The image's build-input hash (set by guest-image/build.sh).
 pub const LABEL_INPUT_HASH: &str = "sandtop.input-hash";
 /// Where the session's `guest/` folder appears in the guest.
@@ -293,6 +300,36 @@ pub struct MemoryUse {
 /// Where the engine is, for messages.
 fn docker_host() -> String {
     std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".to_string())
+}
+
+/// This host, for [`LABEL_OWNER_HOST`]: `/etc/machine-id` (one per
+/// installation, unlike a host name), else the kernel's host name.
+pub fn host_id() -> String {
+    let id = std::fs::read_to_string("/etc/machine-id").unwrap_or_default();
+    let id = id.trim();
+    if !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return format!("machine-id:{id}");
+    }
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("hostname:{}", name.trim())
+}
+
+/// The labels of a session's container: the session, its folder, and its
+/// owner (this host and this process's effective uid), so that `guest gc`
+/// run by anyone else leaves it alone (issue 12 item 5).
+pub fn session_labels(session: &str, folder: &Path) -> HashMap<String, String> {
+    HashMap::from([
+        (LABEL_SESSION.to_string(), session.to_string()),
+        (
+            LABEL_SESSION_DIR.to_string(),
+            folder.to_string_lossy().into_owned(),
+        ),
+        (LABEL_OWNER_HOST.to_string(), host_id()),
+        (
+            LABEL_OWNER_UID.to_string(),
+            rustix::process::geteuid().as_raw().to_string(),
+        ),
+    ])
 }
 
 /// Whether a bollard error is a 404 (or, with `also`, another status).
@@ -419,13 +456,7 @@ impl DockerBackend {
                 ),
             ),
         ]);
-        let labels = HashMap::from([
-            (LABEL_SESSION.to_string(), req.name.clone()),
-            (
-                LABEL_SESSION_DIR.to_string(),
-                dir.path.to_string_lossy().into_owned(),
-            ),
-        ]);
+        let labels = session_labels(&req.name, &dir.path);
         let host_config = HostConfig {
             memory: Some(l.memory_bytes),
             memory_swap: Some(l.memory_bytes),
@@ -902,8 +933,11 @@ impl DockerBackend {
         })
     }
 
-    /// Removes orphaned session containers: no session-folder label, the
-    /// folder is gone, the folder has no record and its host-cli died, the
+    /// Removes orphaned session containers of this host and user (see
+    /// [`not_ours`]; the others are reported and left alone): no
+    /// session-folder label, the folder is gone (not found: a folder that
+    /// cannot be read proves nothing), the folder has no record and the
+    /// host-cli that created it died (pid and start time in `owner`), the
     /// record names another container, or the guest is no longer running.
     /// Folders are removed only inside `store` (a label names a path but
     /// is not trusted to delete one). Adds one line per removal, and per
@@ -931,40 +965,61 @@ impl DockerBackend {
             let session = labels.get(LABEL_SESSION).cloned().unwrap_or_default();
             let running = c.state.as_ref().is_some_and(|s| s.to_string() == "running");
             let folder = labels.get(LABEL_SESSION_DIR).map(PathBuf::from);
+            let short = id.chars().take(12).collect::<String>();
+            // Labels of another user's container are that user's text.
+            let shown = crate::term::safe(&session);
+            if let Some(whose) = not_ours(&labels, folder.as_deref(), &sessions_root) {
+                report.done(format!(
+                    "left container {short} (session {shown}) alone: {whose}"
+                ));
+                continue;
+            }
             let verdict = match &folder {
                 None => Some("it has no session-folder label"),
-                Some(f) if !f.is_dir() => Some("its session folder is gone"),
-                Some(f) => {
-                    let dir = SessionDir {
-                        name: session.clone(),
-                        path: f.clone(),
-                    };
-                    match dir.load() {
-                        Ok(rec) => match rec.docker {
-                            Some(d) if d.container_id == id => {
-                                if running {
-                                    None
-                                } else {
-                                    Some("its guest is not running")
-                                }
-                            }
-                            _ => Some("its session belongs to another container"),
-                        },
-                        Err(_) if dir.owner_alive() => None,
-                        Err(_) => Some("the host-cli that started it is gone"),
+                Some(f) => match std::fs::symlink_metadata(f) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        Some("its session folder is gone")
                     }
-                }
+                    Ok(m) if !m.is_dir() => Some("its session folder is gone"),
+                    // Unreadable: nothing is proven, nothing is removed.
+                    Err(e) => {
+                        report.done(format!(
+                            "left container {short} (session {shown}) alone: its session \
+                             folder cannot be checked ({e})"
+                        ));
+                        continue;
+                    }
+                    Ok(_) => {
+                        let dir = SessionDir {
+                            name: session.clone(),
+                            path: f.clone(),
+                        };
+                        match dir.load() {
+                            Ok(rec) => match rec.docker {
+                                Some(d) if d.container_id == id => {
+                                    if running {
+                                        None
+                                    } else {
+                                        Some("its guest is not running")
+                                    }
+                                }
+                                _ => Some("its session belongs to another container"),
+                            },
+                            Err(_) if dir.owner_alive() => None,
+                            Err(_) => Some("the host-cli that started it is gone"),
+                        }
+                    }
+                },
             };
             let Some(why) = verdict else { continue };
-            let short = id.chars().take(12).collect::<String>();
             if let Err(e) = self.remove(&id).await {
                 report.failed(format!(
-                    "could not remove container {short} (session {session}): {e:#}"
+                    "could not remove container {short} (session {shown}): {e:#}"
                 ));
                 continue;
             }
             report.done(format!(
-                "removed container {short} (session {session}): {why}"
+                "removed container {short} (session {shown}): {why}"
             ));
             // Its folder too, when it is one of ours and not a live session
             // of another container.
@@ -983,9 +1038,10 @@ impl DockerBackend {
                     .is_some_and(|d| d.container_id != id);
                 if !other_live && !dir.owner_alive() {
                     match store.remove(&dir) {
-                        Ok(()) => report.done(format!("removed session folder {session}")),
-                        Err(e) => report
-                            .failed(format!("could not remove session folder {session}: {e:#}")),
+                        Ok(()) => report.done(format!("removed session folder {shown}")),
+                        Err(e) => {
+                            report.failed(format!("could not remove session folder {shown}: {e:#}"))
+                        }
                     }
                 }
             }
@@ -1033,6 +1089,40 @@ pub fn mount_guest_folder(g: &Path) -> anyhow::Result<()> {
         data.as_c_str(),
     )
     .with_context(|| format!("mounting a tmpfs on {}", g.display()))
+}
+
+/// Why a container is not this caller's to judge, or `None` when it is:
+/// its owner labels must name this host and this user (root judges every
+/// user's containers of this host: it can read their folders). A container
+/// from before the owner labels is judged only when its session folder is
+/// in this caller's store. Another host's or another user's live session on
+/// a shared engine therefore never counts as orphaned because its folder
+/// cannot be seen from here (issue 12 item 5).
+pub fn not_ours(
+    labels: &HashMap<String, String>,
+    folder: Option<&Path>,
+    sessions_root: &Path,
+) -> Option<String> {
+    let (Some(host), Some(uid)) = (labels.get(LABEL_OWNER_HOST), labels.get(LABEL_OWNER_UID))
+    else {
+        return match folder {
+            Some(f) if f.parent() == Some(sessions_root) => None,
+            _ => {
+                Some("it has no owner labels and its folder is not in this state directory".into())
+            }
+        };
+    };
+    if *host != host_id() {
+        return Some(format!(
+            "it belongs to another host ({})",
+            crate::term::safe(host)
+        ));
+    }
+    let me = rustix::process::geteuid();
+    if !me.is_root() && *uid != me.as_raw().to_string() {
+        return Some(format!("it belongs to uid {}", crate::term::safe(uid)));
+    }
+    None
 }
 
 /// Creates the session's `guest/` folder with a copy of the token, owned
@@ -1266,6 +1356,11 @@ mod tests {
         assert_eq!(a["Env"][1], "SANDTOP_EGRESS=proxy");
         assert_eq!(v["Labels"]["sandtop.session"], "abc");
         assert_eq!(v["Labels"]["sandtop.session-dir"], "/state/sessions/abc");
+        assert_eq!(v["Labels"]["sandtop.owner-host"], host_id());
+        assert_eq!(
+            v["Labels"]["sandtop.owner-uid"],
+            rustix::process::geteuid().as_raw().to_string()
+        );
         assert_eq!(h["CapDrop"], serde_json::json!(["ALL"]));
         assert!(h.get("CapAdd").is_none() || h["CapAdd"].is_null());
         assert_eq!(
@@ -1345,5 +1440,38 @@ mod tests {
         );
         // This host (the tests run on it) passes.
         check_guest_ids_unused().unwrap();
+    }
+
+    /// gc judges only containers of this host and this user (root: of
+    /// every user of this host); one from before the owner labels only
+    /// when its folder is in this state directory.
+    #[test]
+    fn gc_judges_only_containers_of_this_host_and_user() {
+        let root = Path::new("/state/sessions");
+        let folder = root.join("a");
+        let mine = session_labels("a", &folder);
+        assert!(host_id().starts_with("machine-id:") || host_id().starts_with("hostname:"));
+        assert_eq!(not_ours(&mine, Some(&folder), root), None);
+        let elsewhere = Path::new("/elsewhere/sessions/a");
+        assert_eq!(not_ours(&mine, Some(elsewhere), root), None);
+        let mut host = mine.clone();
+        host.insert(LABEL_OWNER_HOST.into(), "machine-id:0123".into());
+        let why = not_ours(&host, Some(&folder), root).unwrap();
+        assert!(why.contains("another host (machine-id:0123)"), "{why}");
+        let mut user = mine.clone();
+        let other = rustix::process::geteuid().as_raw() + 1;
+        user.insert(LABEL_OWNER_UID.into(), other.to_string());
+        let why = not_ours(&user, Some(&folder), root);
+        if rustix::process::geteuid().is_root() {
+            assert_eq!(why, None, "root judges every user's containers");
+        } else {
+            assert!(why.unwrap().contains(&format!("uid {other}")));
+        }
+        let mut legacy = mine.clone();
+        legacy.remove(LABEL_OWNER_HOST);
+        legacy.remove(LABEL_OWNER_UID);
+        assert_eq!(not_ours(&legacy, Some(&folder), root), None);
+        assert!(not_ours(&legacy, Some(elsewhere), root).is_some());
+        assert!(not_ours(&legacy, None, root).is_some());
     }
 }

@@ -327,3 +327,226 @@ pub async fn the_guest_folder_is_capped_noexec_and_anonymous(ctx: Arc<Ctx>) -> a
     );
     Ok(())
 }
+
+/// A running container labelled like a session of `owner_uid` (on `host`,
+/// this host when `None`) whose folder is `folder`: the guest image with
+/// `sleep` as its only process, as the guest's user, no network.
+async fn labelled_container(
+    ctx: &Ctx,
+    name: &str,
+    folder: &Path,
+    owner_uid: u32,
+    host: Option<&str>,
+) -> anyhow::Result<String> {
+    let mut labels = docker::session_labels(name, folder);
+    labels.insert(docker::LABEL_OWNER_UID.into(), owner_uid.to_string());
+    if let Some(h) = host {
+        labels.insert(docker::LABEL_OWNER_HOST.into(), h.to_string());
+    }
+    let body = bollard::models::ContainerCreateBody {
+        image: Some(docker::DEFAULT_IMAGE.to_string()),
+        user: Some(docker::guest_user()),
+        entrypoint: Some(vec!["/bin/sleep".into()]),
+        cmd: Some(vec!["600".into()]),
+        labels: Some(labels),
+        host_config: Some(bollard::models::HostConfig {
+            network_mode: Some("none".into()),
+            cap_drop: Some(vec!["ALL".into()]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let d = ctx.backend.docker();
+    let id = d
+        .create_container(
+            Some(
+                bollard::query_parameters::CreateContainerOptionsBuilder::new()
+                    .name(&format!("sandtop-{name}"))
+                    .build(),
+            ),
+            body,
+        )
+        .await?
+        .id;
+    d.start_container(&id, None).await?;
+    Ok(id)
+}
+
+/// `host-cli guest gc --json` run as `uid` (primary group: the engine
+/// socket's group, so that it may use Docker, and nothing else) with
+/// `state` as its state directory: its report lines.
+fn gc_as(ctx: &Ctx, uid: u32, docker_gid: u32, state: &Path) -> anyhow::Result<Vec<String>> {
+    let mut cmd = std::process::Command::new(&ctx.host_cli);
+    cmd.args(["guest", "gc", "--json"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("SANDTOP_STATE_DIR", state)
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .uid(uid)
+        .gid(docker_gid);
+    if let Some(h) = std::env::var_os("DOCKER_HOST") {
+        cmd.env("DOCKER_HOST", h);
+    }
+    let out = cmd.output()?;
+    ensure!(
+        out.status.success(),
+        "gc as uid {uid}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(serde_json::from_slice(&out.stdout).context("gc's JSON")?)
+}
+
+/// Issue 12 item 5: two users of one host and engine; `guest gc` of each
+/// removes only its own containers whose session is provably gone, never
+/// the other's (live or not: its folder cannot be seen), nor another
+/// host's.
+pub async fn gc_removes_only_what_its_own_user_left(ctx: Arc<Ctx>) -> anyhow::Result<()> {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    if !rustix::process::geteuid().is_root() {
+        println!("  SKIP: acting as two users needs root");
+        return Ok(());
+    }
+    let sock = std::env::var("DOCKER_HOST")
+        .ok()
+        .and_then(|h| h.strip_prefix("unix://").map(String::from))
+        .unwrap_or_else(|| "/var/run/docker.sock".into());
+    let docker_gid = std::fs::metadata(&sock)?.gid();
+    ensure!(docker_gid != 0, "the engine's socket {sock} has no group");
+    let (a, b) = (1000u32, 1001u32);
+    // Each user's state directory, 0700 and theirs, under a folder both
+    // may enter.
+    let top = tempfile::Builder::new()
+        .prefix("sandtop-e2e-users-")
+        .tempdir()?;
+    std::fs::set_permissions(top.path(), std::fs::Permissions::from_mode(0o711))?;
+    let store_of = |uid: u32| -> anyhow::Result<(PathBuf, Store)> {
+        let p = top.path().join(format!("u{uid}"));
+        let store = Store::at(p.clone())?;
+        Ok((p, store))
+    };
+    let (a_state, a_store) = store_of(a)?;
+    let (b_state, b_store) = store_of(b)?;
+    let run = &ctx.run;
+    let mut ids: Vec<(String, String)> = Vec::new();
+    let result = async {
+        let a_live = live_session(&ctx, &a_store, a, format!("e2e-{run}-a-live")).await?;
+        ids.push(("a-live".into(), a_live.clone()));
+        let b_live = live_session(&ctx, &b_store, b, format!("e2e-{run}-b-live")).await?;
+        ids.push(("b-live".into(), b_live.clone()));
+        // A dead session of each user (its folder is gone), and one of
+        // another host.
+        let gone = |state: &Path, n: &str| state.join("sessions").join(n);
+        let n = format!("e2e-{run}-a-dead");
+        let a_dead = labelled_container(&ctx, &n, &gone(&a_state, &n), a, None).await?;
+        ids.push(("a-dead".into(), a_dead.clone()));
+        let n = format!("e2e-{run}-b-dead");
+        let b_dead = labelled_container(&ctx, &n, &gone(&b_state, &n), b, None).await?;
+        ids.push(("b-dead".into(), b_dead.clone()));
+        let n = format!("e2e-{run}-far");
+        let far = labelled_container(
+            &ctx,
+            &n,
+            &gone(&a_state, &n),
+            a,
+            Some("machine-id:0123456789abcdef"),
+        )
+        .await?;
+        ids.push(("far".into(), far.clone()));
+        for (state, uid) in [(&a_state, a), (&b_state, b)] {
+            chown_tree(state, uid)?;
+        }
+        // A's gc: only a-dead goes.
+        let lines = gc_as(&ctx, a, docker_gid, &a_state)?;
+        println!("  gc as uid {a}: {lines:?}");
+        ensure!(
+            !exists(&ctx, &a_dead).await,
+            "a-dead is still there: {lines:?}"
+        );
+        for (what, id) in [
+            ("a-live", &a_live),
+            ("b-live", &b_live),
+            ("b-dead", &b_dead),
+            ("far", &far),
+        ] {
+            ensure!(exists(&ctx, id).await, "A's gc removed {what}: {lines:?}");
+        }
+        ensure!(
+            lines
+                .iter()
+                .any(|l| l.contains("-b-live) alone: it belongs to uid 1001")),
+            "{lines:?}"
+        );
+        ensure!(
+            lines
+                .iter()
+                .any(|l| l.contains("-far) alone: it belongs to another host")),
+            "{lines:?}"
+        );
+        // B's gc: only b-dead goes.
+        let lines = gc_as(&ctx, b, docker_gid, &b_state)?;
+        println!("  gc as uid {b}: {lines:?}");
+        ensure!(
+            !exists(&ctx, &b_dead).await,
+            "b-dead is still there: {lines:?}"
+        );
+        for (what, id) in [("a-live", &a_live), ("b-live", &b_live), ("far", &far)] {
+            ensure!(exists(&ctx, id).await, "B's gc removed {what}: {lines:?}");
+        }
+        ensure!(
+            a_store.get(&format!("e2e-{run}-a-live")).is_ok(),
+            "A's folder"
+        );
+        anyhow::Ok(())
+    }
+    .await;
+    for (_, id) in &ids {
+        let _ = ctx.backend.remove(id).await;
+    }
+    result
+}
+
+/// Whether a container exists.
+async fn exists(ctx: &Ctx, id: &str) -> bool {
+    ctx.backend
+        .docker()
+        .inspect_container(id, None::<InspectContainerOptions>)
+        .await
+        .is_ok()
+}
+
+/// A live session of `uid` in `store`: a folder with its record and its
+/// running container.
+async fn live_session(ctx: &Ctx, store: &Store, uid: u32, name: String) -> anyhow::Result<String> {
+    let dir = store.create(&name)?;
+    let id = labelled_container(ctx, &name, &dir.path, uid, None).await?;
+    dir.save(&SessionRecord {
+        name: name.clone(),
+        backend: host_cli::session::BackendKind::Docker,
+        screen: Size::new(1280, 800),
+        created_unix: 1,
+        local: None,
+        docker: Some(host_cli::session::DockerRecord {
+            container_id: id.clone(),
+            container_name: format!("sandtop-{name}"),
+            image: docker::DEFAULT_IMAGE.into(),
+        }),
+        network: None,
+        egress_pid: None,
+    })?;
+    Ok(id)
+}
+
+/// Gives `p` and everything under it to `uid:uid`, never through a link.
+fn chown_tree(p: &Path, uid: u32) -> anyhow::Result<()> {
+    use rustix::fs::{AtFlags, CWD, Gid, Uid};
+    let (u, g) = (Uid::from_raw(uid), Gid::from_raw(uid));
+    rustix::fs::chownat(CWD, p, Some(u), Some(g), AtFlags::SYMLINK_NOFOLLOW)?;
+    if std::fs::symlink_metadata(p)?.is_dir() {
+        for e in std::fs::read_dir(p)? {
+            chown_tree(&e?.path(), uid)?;
+        }
+    }
+    Ok(())
+}
