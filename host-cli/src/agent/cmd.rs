@@ -407,7 +407,7 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             "give the task to run (host-cli run \"...\"), or unset OPENAI_API_KEY for the offline exercise"
         );
     }
-    let (dir, rec, booted) = session_for(
+    let (dir, rec, mut booted) = session_for(
         &store,
         session_name.as_deref(),
         a.backend,
@@ -416,13 +416,88 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         a.net.config(),
     )
     .await?;
-    let result = run_on(&store, &dir, &rec, &a, Secret::new(key), resume_point).await;
-    if let Some(b) = booted {
+    // A resumed run inherits the guest that the run it continues booted
+    // (and kept only because an outcome was unknown).
+    if booted.is_none()
+        && let Some(p) = &resume_point
+        && p.started.booted == Some(true)
+    {
+        booted = Some(Booted {
+            store: store.clone(),
+            dir: dir.clone(),
+            rec: rec.clone(),
+            keep: a.keep || p.started.keep == Some(true),
+        });
+    }
+    let mut run_folder = None;
+    let result = run_on(
+        &store,
+        &dir,
+        &rec,
+        &a,
+        Secret::new(key),
+        resume_point,
+        booted.as_ref().map(|b| b.keep),
+        &mut run_folder,
+    )
+    .await;
+    // An action whose outcome is unknown: the guest is the only place to
+    // find out what happened, so it stays, and the operator is told how
+    // to resume.
+    let unsettled = run_folder.as_deref().and_then(|run| {
+        record::resume_point(run)
+            .ok()
+            .and_then(|p| p.unsettled)
+            .map(|u| (run.to_path_buf(), u))
+    });
+    if let Some((run, (step, call))) = &unsettled {
+        eprintln!(
+            "{}",
+            resume_hint(&rec.name, run, *step, call, booted.is_some())
+        );
+    }
+    if let Some(b) = booted
+        && unsettled.is_none()
+    {
         b.remove().await;
     }
     result
 }
 
+/// What the operator is told when a run ends with an action of unknown
+/// outcome: the guest stays, and how to resume.
+pub fn resume_hint(
+    session: &str,
+    run: &std::path::Path,
+    step: u32,
+    call: &str,
+    booted: bool,
+) -> String {
+    let run = term::safe_line(&run.display().to_string());
+    let session = term::safe_line(session);
+    let call = term::safe_line(call);
+    let kept = if booted {
+        format!(
+            "host-cli: keeping session {session}, which this run booted: the outcome of computer \
+             call {call} (step {step}) is unknown, and only its screen can tell.\n"
+        )
+    } else {
+        format!(
+            "host-cli: the outcome of computer call {call} (step {step}) on session {session} is \
+             unknown.\n"
+        )
+    };
+    format!(
+        "{kept}host-cli: look at the screen (host-cli screenshot --session {session} -o now.png), then resume:\n\
+         host-cli:   host-cli run --resume {run} --reconcile done       (its actions took effect)\n\
+         host-cli:   host-cli run --resume {run} --reconcile not-done   (they did not)\n\
+         host-cli: or remove the guest: host-cli guest stop {session}"
+    )
+}
+
+// The run's inputs, plus what the caller needs back for the guest (the
+// run folder); grouping them would only rename them.
+#[allow(clippy::too_many_arguments)]
 async fn run_on(
     store: &Store,
     dir: &SessionDir,
@@ -430,7 +505,13 @@ async fn run_on(
     a: &RunArgs,
     key: Secret,
     resume_point: Option<record::ResumePoint>,
+    // Some(keep) when the run booted its guest.
+    booted: Option<bool>,
+    run_folder: &mut Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
+    // Known from the start when resuming, so that a refused resume (no
+    // --reconcile) still keeps the guest.
+    *run_folder = a.resume.clone();
     let _lock = lock_session(dir)?;
     let mut channel = guest::open_channel(dir, rec).await?;
     let opts = run_options(a);
@@ -504,6 +585,8 @@ async fn run_on(
                 screenshot: Some(opts.screenshot),
                 confirm_actions: Some(opts.confirm_actions),
                 model_api: Some(model.describe()),
+                booted: booted.map(|_| true),
+                keep: booted,
                 ..Started::default()
             })))?;
             (r, None)
@@ -516,6 +599,7 @@ async fn run_on(
     let interrupt = Interrupt::default();
     watch_ctrl_c(&interrupt);
     let dir_path = recorder.dir().to_path_buf();
+    *run_folder = Some(dir_path.clone());
     // The session's egress proxy asks about new origins through this run,
     // and its decisions go into this run's trajectory.
     let egress = match rec.egress_pid {

@@ -69,6 +69,22 @@ fn is_our_daemon(pid: Pid, dir: &SessionDir) -> bool {
             .any(|a| *a == socket.as_os_str().as_encoded_bytes())
 }
 
+/// Whether `pid` is a child still between fork and exec: the kernel
+/// reports an empty command line until exec has set the new one up, which
+/// takes a while for a large binary; a zombie (it exited) has none either.
+fn still_starting(pid: Pid) -> bool {
+    let raw = pid.as_raw_nonzero();
+    let empty = std::fs::read(format!("/proc/{raw}/cmdline")).is_ok_and(|c| c.is_empty());
+    let zombie = std::fs::read_to_string(format!("/proc/{raw}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true);
+    empty && !zombie
+}
+
 /// Ends the process group of `pid`: SIGTERM to the daemon (which stops its
 /// Xvfb and window manager), then SIGKILL to the group after `grace`.
 async fn terminate_group(pid: Pid, dir: &SessionDir, grace: Duration) {
@@ -151,7 +167,7 @@ impl Backend for LocalBackend {
             {
                 return Ok(rec);
             }
-            if Instant::now() > end || !is_our_daemon(pid, dir) {
+            if Instant::now() > end || !(is_our_daemon(pid, dir) || still_starting(pid)) {
                 let tail = log_tail(dir, 20);
                 terminate_group(pid, dir, Duration::from_secs(2)).await;
                 bail!(

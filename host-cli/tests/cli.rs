@@ -1,0 +1,365 @@
+//! The CLI tier: `host-cli` as an operator runs it, against guests of the
+//! local backend whose `sandtopd` is this test binary in disguise.
+//!
+//! 1. When started as `<dir>/sandtopd serve --socket S --token-file T ...`
+//!    (a symlink to this binary, given to host-cli as `SANDTOPD_BIN`), it
+//!    is a fake daemon: the real `sandtopd` router and desktop task over
+//!    the fake driver, on the session's socket. `SANDTOP_FAKE_SLOW_MS`
+//!    slows every input primitive down. The local backend starts it,
+//!    checks it, and stops it like the real one (same argv shape).
+//! 2. The model is the testkit's [`MockResponses`], reached through
+//!    `OPENAI_BASE_URL`; every request it saw must be valid.
+//! 3. Each case runs host-cli as a child process with its own state
+//!    directory, without a controlling terminal (`setsid -w`), and checks
+//!    its exit status, stdout, stderr and what it left behind.
+//!
+//! Its own harness (`harness = false`): the binary must accept the
+//! daemon's command line, which libtest would refuse. `cargo test -p
+//! host-cli --test cli [FILTER]`.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use host_cli::agent::record::{Entry, LedgerState, read_trajectory};
+use sandtop_protocol::Size;
+use sandtop_testkit::mock_responses::{MockResponses, Reply, computer_call, drag};
+use serde_json::Value;
+
+const HOST_CLI: &str = env!("CARGO_BIN_EXE_host-cli");
+
+// ---------------------------------------------------------------------
+// The fake daemon
+// ---------------------------------------------------------------------
+
+fn arg_after(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// `sandtopd serve ...` with the fake driver; runs until killed.
+fn fake_daemon(args: &[String]) -> ExitCode {
+    use sandtopd::api::server::{bind_unix, serve};
+    use sandtopd::api::{ApiState, router};
+    use sandtopd::driver::Driver;
+    use sandtopd::driver::fake::FakeDriver;
+    let socket = PathBuf::from(arg_after(args, "--socket").unwrap());
+    let token_file = PathBuf::from(arg_after(args, "--token-file").unwrap());
+    let screen = arg_after(args, "--screen")
+        .and_then(|s| Size::parse(&s).ok())
+        .unwrap_or(Size::new(320, 200));
+    let slow = std::env::var("SANDTOP_FAKE_SLOW_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_millis);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let (handle, _desktop) = sandtopd::desktop::spawn(Box::new(move || {
+            let fake = FakeDriver::new(screen);
+            fake.state().lock().unwrap().slow = slow;
+            Ok(Box::new(fake) as Box<dyn Driver>)
+        }));
+        let display = Arc::new(sandtopd::supervise::DisplayHealth::default());
+        display.mark_ok();
+        let token = sandtopd::token::Token::load_or_create(&token_file).unwrap();
+        let api = Arc::new(ApiState::new(handle, token, display));
+        while !api.desktop.status.connected.load(Ordering::Acquire) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let listener = bind_unix(&socket).await.unwrap();
+        serve(router(api), vec![listener], std::future::pending()).await;
+    });
+    ExitCode::SUCCESS
+}
+
+// ---------------------------------------------------------------------
+// The harness
+// ---------------------------------------------------------------------
+
+type Case = fn(&Env);
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("serve") {
+        return fake_daemon(&args);
+    }
+    let cases: Vec<(&str, Case)> = vec![(
+        "a_run_ending_with_an_unknown_outcome_keeps_its_guest_and_resumes_from_the_cli",
+        a_run_ending_with_an_unknown_outcome_keeps_its_guest_and_resumes_from_the_cli,
+    )];
+    let rest: Vec<&String> = args.iter().skip(1).collect();
+    if rest.iter().any(|a| *a == "--list") {
+        for (n, _) in &cases {
+            println!("{n}: test");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let filters: Vec<&&String> = rest.iter().filter(|a| !a.starts_with('-')).collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut failed = Vec::new();
+    let mut ran = 0;
+    for (name, case) in cases {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        ran += 1;
+        let t = Instant::now();
+        let env = rt.block_on(Env::new());
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(&env)));
+        env.cleanup();
+        match r {
+            Ok(()) => println!("test {name} ... ok ({:.1} s)", t.elapsed().as_secs_f64()),
+            Err(_) => {
+                println!("test {name} ... FAILED");
+                failed.push(name);
+            }
+        }
+    }
+    println!(
+        "\ntest result: {}. {} passed; {} failed",
+        if failed.is_empty() { "ok" } else { "FAILED" },
+        ran - failed.len(),
+        failed.len()
+    );
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// One case's world: a state directory, the disguised daemon, the mock.
+struct Env {
+    state: tempfile::TempDir,
+    bin: tempfile::TempDir,
+    mock: MockResponses,
+    key: String,
+}
+
+impl Env {
+    async fn new() -> Env {
+        let key = "sk-test-cli-0123456789abcdef".to_string();
+        let bin = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(
+            std::env::current_exe().unwrap(),
+            bin.path().join("sandtopd"),
+        )
+        .unwrap();
+        Env {
+            state: tempfile::tempdir().unwrap(),
+            bin,
+            mock: MockResponses::start(&key).await,
+            key,
+        }
+    }
+
+    /// host-cli with this world's state, daemon and model, no terminal.
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("setsid");
+        c.arg("-w")
+            .arg(HOST_CLI)
+            .args(args)
+            .env("SANDTOP_STATE_DIR", self.state.path())
+            .env("SANDTOPD_BIN", self.bin.path().join("sandtopd"))
+            .env("OPENAI_API_KEY", &self.key)
+            .env("OPENAI_BASE_URL", self.mock.base_url())
+            .env_remove("SANDTOP_FAKE_SLOW_MS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Out {
+        self.output(self.cmd(args))
+    }
+
+    fn output(&self, mut c: Command) -> Out {
+        let out = c.output().unwrap();
+        Out(out)
+    }
+
+    /// `guest ls --json`.
+    fn sessions(&self) -> Vec<Value> {
+        let out = self.run(&["guest", "ls", "--json"]);
+        assert_eq!(out.code(), 0, "{out:?}");
+        serde_json::from_str(&out.stdout()).unwrap()
+    }
+
+    /// The mock saw only requests the real API would accept.
+    #[track_caller]
+    fn assert_mock_clean(&self) {
+        assert_eq!(self.mock.validation_errors(), Vec::<String>::new());
+        assert_eq!(self.mock.problems(), Vec::<String>::new());
+    }
+
+    /// Stops every guest a case left running.
+    fn cleanup(&self) {
+        let _ = self.run(&["guest", "stop", "--all"]);
+    }
+}
+
+struct Out(Output);
+
+impl std::fmt::Debug for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.0.status.code(),
+            self.stdout(),
+            self.stderr()
+        )
+    }
+}
+
+impl Out {
+    fn code(&self) -> i32 {
+        self.0.status.code().unwrap_or(-1)
+    }
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.0.stdout).to_string()
+    }
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.0.stderr).to_string()
+    }
+    /// The JSON summary on stdout.
+    fn summary(&self) -> Value {
+        serde_json::from_str(&self.stdout()).unwrap_or_else(|e| panic!("{e}: {self:?}"))
+    }
+}
+
+fn pid_alive(pid: i64) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+/// A drag long enough to outlast a short time budget on a slowed fake.
+fn slow_drag() -> Value {
+    let path: Vec<(i64, i64)> = (0..40).map(|i| (10 + i * 5, 100)).collect();
+    computer_call("call_slow", vec![drag(&path, &[])])
+}
+
+// ---------------------------------------------------------------------
+// Issue 11, item 5: resumable unknowns
+// ---------------------------------------------------------------------
+
+fn a_run_ending_with_an_unknown_outcome_keeps_its_guest_and_resumes_from_the_cli(env: &Env) {
+    env.mock.push(Reply::output(vec![slow_drag()]));
+    // The time budget runs out while the drag runs: its outcome is unknown.
+    let mut c = env.cmd(&[
+        "run",
+        "Drag the slider.",
+        "--backend",
+        "local",
+        "--display",
+        "320x200",
+        "--max-seconds",
+        "2",
+    ]);
+    c.env("SANDTOP_FAKE_SLOW_MS", "150");
+    let first = env.output(c);
+    assert_eq!(first.code(), 4, "{first:?}");
+    let summary = first.summary();
+    assert_eq!(summary["ending"], "time_budget", "{first:?}");
+    let run = summary["run_folder"].as_str().unwrap().to_string();
+    // The guest it booted stays, and the operator is told how to resume.
+    let sessions = env.sessions();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let name = sessions[0]["name"].as_str().unwrap().to_string();
+    let pid = sessions[0]["pid"].as_i64().unwrap();
+    assert_eq!(sessions[0]["state"], "running");
+    let err = first.stderr();
+    assert!(
+        err.contains(&format!("keeping session {name}, which this run booted")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("host-cli run --resume {run} --reconcile done")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("host-cli run --resume {run} --reconcile not-done")),
+        "{err}"
+    );
+    // The operator looks at the screen, as told (once the daemon has
+    // finished cancelling the drag).
+    let shot = env.state.path().join("now.png");
+    let end = Instant::now() + Duration::from_secs(15);
+    loop {
+        let out = env.run(&[
+            "screenshot",
+            "--session",
+            &name,
+            "-o",
+            shot.to_str().unwrap(),
+        ]);
+        if out.code() == 0 {
+            break;
+        }
+        assert!(
+            out.stderr().contains("busy") && Instant::now() < end,
+            "{out:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Resuming without saying what happened is refused, and keeps it too.
+    let refused = env.run(&["run", "--resume", &run]);
+    assert_eq!(refused.code(), 1, "{refused:?}");
+    assert!(
+        refused
+            .stderr()
+            .contains("--reconcile done or --reconcile not-done"),
+        "{refused:?}"
+    );
+    assert_eq!(env.sessions().len(), 1);
+    assert_eq!(
+        env.mock.requests().len(),
+        1,
+        "a request went out unreconciled"
+    );
+    // With the operator's answer it goes on where it stopped, from the CLI.
+    env.mock.push(Reply::done("The slider is at the end."));
+    let resumed = env.run(&["run", "--resume", &run, "--reconcile", "done"]);
+    assert_eq!(resumed.code(), 0, "{resumed:?}");
+    let s = resumed.summary();
+    assert_eq!(s["ending"], "finished");
+    assert_eq!(s["steps"], 2);
+    let reqs = env.mock.requests();
+    assert_eq!(reqs.len(), 2);
+    let outputs = reqs[1].input_of_type("computer_call_output");
+    assert_eq!(outputs.len(), 1, "{outputs:?}");
+    assert_eq!(outputs[0]["call_id"], "call_slow");
+    let told = reqs[1].input();
+    let note = told.last().unwrap()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(note.contains("call_slow ran"), "{note}");
+    // The ledger says what the operator decided.
+    let entries = read_trajectory(Path::new(&run)).unwrap();
+    let reconciled = entries.iter().any(|e| {
+        matches!(e, Entry::Ledger { call_id, state: LedgerState::Done, detail, step: 1 }
+            if call_id == "call_slow" && detail["reconciled_by_operator"] == "done")
+    });
+    assert!(reconciled, "{entries:#?}");
+    // Settled: the guest the first part booted is removed now.
+    assert_eq!(env.sessions(), Vec::<Value>::new());
+    assert!(!pid_alive(pid), "its daemon still runs");
+    env.assert_mock_clean();
+}
