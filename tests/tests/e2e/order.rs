@@ -14,17 +14,14 @@ use sandtop_protocol::ScreenshotOptions;
 
 use super::*;
 
-/// Repetitions per condition: 1 by default, `SANDTOP_ORDER_REPS=20` for
-/// the 20 (passed 60 of 60 at 6bd5836). Known defect: from the
-/// second repetition on, the form reopened through the address bar is not
-/// always recognised (the focused field's ring, drawn after keyboard
-/// navigation, changes the border rows `find_form` reads), so the default
-/// keeps to the first batch on a fresh guest per condition.
+/// Repetitions per condition: the 20 by default,
+/// `SANDTOP_ORDER_REPS` to change it (at least 1).
 fn reps() -> usize {
     std::env::var("SANDTOP_ORDER_REPS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
+        .unwrap_or(20)
+        .max(1)
 }
 
 const FORM_URL: &str = "http://127.0.0.1:8080/";
@@ -121,7 +118,7 @@ async fn screen(ch: &mut Channel) -> anyhow::Result<Frame> {
 
 /// Opens the form afresh (Super+B the first time, then the address bar)
 /// and returns where its empty fields are.
-async fn open_form(ch: &mut Channel, g: &Guest, first: bool) -> anyhow::Result<Form> {
+async fn open_form(ch: &mut Channel, g: &Guest, first: bool, tag: &str) -> anyhow::Result<Form> {
     // Firefox's first start can take long on a loaded host: wait for its
     // page generously, but press Super+B again only while no Firefox
     // process exists (openbox binds its keys a little after the daemon is
@@ -153,17 +150,30 @@ async fn open_form(ch: &mut Channel, g: &Guest, first: bool) -> anyhow::Result<F
             if button < 50 {
                 break;
             }
-            ensure!(Instant::now() < end, "the submitted form never went away");
+            ensure!(
+                Instant::now() < end,
+                "{tag}: the submitted form never went away (the last screen: {})",
+                keep(&f, tag)
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
     let mut asked = None::<Instant>;
     loop {
         if !first && asked.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+            // Firefox lets the page see a key before it runs the browser's
+            // shortcut for it: CTRL+L takes the focus to the address bar
+            // only once the page has answered, and keys sent right behind
+            // it (delivered in order) still reach the page, where "/"
+            // opens the quick find bar and the address is never typed
+            // (from the second repetition on, most of the time). The
+            // screen settles (the address bar's panel drawn) before the
+            // address is typed.
             act(
                 ch,
                 json!([
                     {"type": "keypress", "keys": ["CTRL", "L"]},
+                    {"type": "wait"},
                     {"type": "type", "text": format!("{FORM_URL}\n")}
                 ]),
             )
@@ -171,17 +181,36 @@ async fn open_form(ch: &mut Channel, g: &Guest, first: bool) -> anyhow::Result<F
             asked = Some(Instant::now());
         }
         tokio::time::sleep(Duration::from_millis(150)).await;
-        if find_form(&screen(ch).await?).is_some() {
+        let mut shown = screen(ch).await?;
+        if find_form(&shown).is_some() {
             // Drawn is not loaded: the page's autofocus (the name field)
             // comes a moment later and would take the focus from a click
             // made before it, as from a person's. Let the screen settle
             // (the `wait` action), then look again.
             act(ch, json!([{"type": "wait"}])).await?;
-            if let Some(form) = find_form(&screen(ch).await?) {
+            shown = screen(ch).await?;
+            if let Some(form) = find_form(&shown) {
                 return Ok(form);
             }
         }
-        ensure!(Instant::now() < end, "the demo form never showed");
+        ensure!(
+            Instant::now() < end,
+            "{tag}: the demo form never showed (the last screen: {})",
+            keep(&shown, tag)
+        );
+    }
+}
+
+/// Saves a screen for a failure's message as a binary PPM (no image
+/// library needed; image viewers and ImageMagick read it) in the
+/// temporary folder, and says where.
+fn keep(f: &Frame, tag: &str) -> String {
+    let path = std::env::temp_dir().join(format!("sandtop-order-{}-{tag}.ppm", std::process::id()));
+    let mut ppm = format!("P6\n{} {}\n255\n", f.width, f.height).into_bytes();
+    ppm.extend_from_slice(&f.rgb);
+    match std::fs::write(&path, ppm) {
+        Ok(()) => path.display().to_string(),
+        Err(e) => format!("not saved: {e}"),
     }
 }
 
@@ -251,8 +280,8 @@ pub(crate) async fn batched_form_input_lands_in_each_field(ctx: Arc<Ctx>) -> any
     let reps = reps();
     let t0 = Instant::now();
     for cond in [Condition::Focused, Condition::Unfocused, Condition::Busy] {
-        // A fresh guest per condition: the form is opened the way a first
-        // batch finds it (see `reps`).
+        // A fresh guest per condition (the load of `Busy` goes with it);
+        // within one, the form is opened afresh for every batch.
         let g = Guest::start(&ctx, &format!("order-{cond:?}").to_lowercase()).await?;
         let mut ch = g.channel(ChannelMode::Auto).await?;
         let mut stored = submissions(&g).await?.len();
@@ -261,7 +290,8 @@ pub(crate) async fn batched_form_input_lands_in_each_field(ctx: Arc<Ctx>) -> any
             load(&g).await?;
         }
         for rep in 0..reps {
-            let form = open_form(&mut ch, &g, first).await?;
+            let tag = format!("{cond:?}-{rep}");
+            let form = open_form(&mut ch, &g, first, &tag).await?;
             first = false;
             let unfocus = match cond {
                 Condition::Focused => false,
@@ -272,7 +302,6 @@ pub(crate) async fn batched_form_input_lands_in_each_field(ctx: Arc<Ctx>) -> any
             if unfocus {
                 focus_elsewhere(&g).await?;
             }
-            let tag = format!("{cond:?}-{rep}");
             let (name, email, message) = (
                 format!("name-{tag}"),
                 format!("mail-{tag}"),
