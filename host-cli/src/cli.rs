@@ -73,6 +73,11 @@ pub enum GuestCommand {
         /// Stop every session.
         #[arg(long)]
         all: bool,
+        /// Also a session a run holds: that run is stopped first (as
+        /// Ctrl-C stops it: it ends `interrupted`, its trajectory
+        /// complete), then the session.
+        #[arg(long)]
+        force: bool,
     },
     /// Print the tail of a session's log (for Docker sessions: the
     /// container's log).
@@ -306,7 +311,7 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        GuestCommand::Stop { name, all } => {
+        GuestCommand::Stop { name, all, force } => {
             let targets: Vec<(SessionDir, SessionRecord)> = if all {
                 store.list()?
             } else {
@@ -316,6 +321,33 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
             };
             let mut failed = false;
             for (dir, rec) in targets {
+                if let Some(holder) = crate::agent::cmd::session_holder(&dir) {
+                    if !force {
+                        failed = true;
+                        eprintln!(
+                            "host-cli: session {} is in use by a run (host-cli pid {}): not \
+                             stopped. Stop the run first, or pass --force to end it and then \
+                             the session",
+                            rec.name,
+                            crate::term::safe_line(&holder)
+                        );
+                        continue;
+                    }
+                    if let Err(e) = end_run(&dir, &holder).await {
+                        failed = true;
+                        eprintln!(
+                            "host-cli: stopping {}: {}",
+                            rec.name,
+                            crate::term::safe(&format!("{e:#}"))
+                        );
+                        continue;
+                    }
+                    if !dir.record_path().exists() {
+                        // The run removed the guest it had booted.
+                        println!("stopped {} (with its run)", rec.name);
+                        continue;
+                    }
+                }
                 match guest::stop(&store, &dir, &rec).await {
                     Ok(()) => println!("stopped {}", rec.name),
                     Err(e) => {
@@ -372,6 +404,41 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
+    }
+}
+
+/// Ends the run holding a session as Ctrl-C does (SIGINT to its host-cli:
+/// it stops between operations, records how it ended and releases the
+/// session), and waits until that process is gone.
+async fn end_run(dir: &SessionDir, holder: &str) -> anyhow::Result<()> {
+    let pid = holder
+        .parse::<i32>()
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .with_context(|| format!("the run lock of session {} names no process", dir.name))?;
+    eprintln!(
+        "host-cli: ending the run on session {} (host-cli pid {holder}) first",
+        dir.name
+    );
+    rustix::process::kill_process(pid, rustix::process::Signal::INT)
+        .with_context(|| format!("signalling host-cli pid {holder}"))?;
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let gone = !Path::new(&format!("/proc/{holder}")).exists()
+            || std::fs::read_to_string(format!("/proc/{holder}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')
+                        .map(|(_, r)| r.trim_start().starts_with('Z'))
+                })
+                .unwrap_or(true);
+        if gone && crate::agent::cmd::session_holder(dir).is_none() {
+            return Ok(());
+        }
+        if std::time::Instant::now() > end {
+            bail!("the run (host-cli pid {holder}) did not end within 30 s after Ctrl-C");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
 
@@ -449,6 +516,7 @@ pub fn write_new_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 async fn screenshot(a: ScreenshotArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open()?;
     let (dir, rec) = resolve_session(&store, a.session.session.as_deref()).await?;
+    let _owner = crate::agent::cmd::hold_session(&dir, "host-cli screenshot")?;
     let mut ch = guest::open_channel(&dir, &rec).await?;
     let options = ScreenshotOptions {
         size: a.size,
@@ -499,6 +567,7 @@ async fn act(a: ActArgs) -> anyhow::Result<ExitCode> {
     let actions = parse_actions(&a.actions)?;
     let store = Store::open()?;
     let (dir, rec) = resolve_session(&store, a.session.session.as_deref()).await?;
+    let _owner = crate::agent::cmd::hold_session(&dir, "host-cli act")?;
     let mut ch = guest::open_channel(&dir, &rec).await?;
     let screenshot = ScreenshotOptions {
         size: a.size,

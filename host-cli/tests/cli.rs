@@ -26,6 +26,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use host_cli::agent::record::{Entry, LedgerState, read_trajectory};
+use host_cli::agent::runner::Ending;
 use sandtop_protocol::Size;
 use sandtop_testkit::mock_responses::{MockResponses, Reply, computer_call, drag};
 use serde_json::Value;
@@ -92,10 +93,16 @@ fn main() -> ExitCode {
     if args.get(1).map(String::as_str) == Some("serve") {
         return fake_daemon(&args);
     }
-    let cases: Vec<(&str, Case)> = vec![(
-        "a_run_ending_with_an_unknown_outcome_keeps_its_guest_and_resumes_from_the_cli",
-        a_run_ending_with_an_unknown_outcome_keeps_its_guest_and_resumes_from_the_cli,
-    )];
+    let cases: Vec<(&str, Case)> = vec![
+        (
+            "a_run_ending_with_an_unknown_outcome_keeps_its_guest_and_resumes_from_the_cli",
+            a_run_ending_with_an_unknown_outcome_keeps_its_guest_and_resumes_from_the_cli,
+        ),
+        (
+            "while_a_run_holds_a_session_act_screenshot_and_stop_refuse_it_and_force_ends_the_run",
+            while_a_run_holds_a_session_act_screenshot_and_stop_refuse_it_and_force_ends_the_run,
+        ),
+    ];
     let rest: Vec<&String> = args.iter().skip(1).collect();
     if rest.iter().any(|a| *a == "--list") {
         for (n, _) in &cases {
@@ -361,5 +368,83 @@ fn a_run_ending_with_an_unknown_outcome_keeps_its_guest_and_resumes_from_the_cli
     // Settled: the guest the first part booted is removed now.
     assert_eq!(env.sessions(), Vec::<Value>::new());
     assert!(!pid_alive(pid), "its daemon still runs");
+    env.assert_mock_clean();
+}
+
+// ---------------------------------------------------------------------
+// Issue 11, item 6: one owner per session
+// ---------------------------------------------------------------------
+
+fn while_a_run_holds_a_session_act_screenshot_and_stop_refuse_it_and_force_ends_the_run(env: &Env) {
+    let start = env.run(&[
+        "guest",
+        "start",
+        "--backend",
+        "local",
+        "--display",
+        "320x200",
+    ]);
+    assert_eq!(start.code(), 0, "{start:?}");
+    let name = start.stdout().trim().to_string();
+    // A run that holds the session: the model takes its time.
+    env.mock
+        .push(Reply::done("too late").after(Duration::from_secs(60)));
+    let run = env
+        .cmd(&["run", "Wait for me.", "--session", &name])
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    while env.mock.requests().is_empty() {
+        assert!(Instant::now() < end, "the run never asked the model");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = run.id();
+    // act and screenshot refuse the session, naming the run; nothing of
+    // theirs reaches the guest (the screenshot file is never created).
+    let act = env.run(&["act", "--session", &name, r#"{"type":"move","x":5,"y":5}"#]);
+    assert_eq!(act.code(), 1, "{act:?}");
+    let says = format!("session {name} is in use by a run (host-cli pid {pid})");
+    assert!(act.stderr().contains(&says), "{act:?}");
+    assert!(act.stderr().contains("`host-cli act`"), "{act:?}");
+    let file = env.state.path().join("shot.png");
+    let shot = env.run(&[
+        "screenshot",
+        "--session",
+        &name,
+        "-o",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(shot.code(), 1, "{shot:?}");
+    assert!(shot.stderr().contains(&says), "{shot:?}");
+    assert!(!file.exists());
+    // guest stop refuses it too, and leaves it running.
+    let stop = env.run(&["guest", "stop", &name]);
+    assert_eq!(stop.code(), 1, "{stop:?}");
+    assert!(
+        stop.stderr().contains(&format!(
+            "session {name} is in use by a run (host-cli pid {pid}): not stopped"
+        )) && stop.stderr().contains("--force"),
+        "{stop:?}"
+    );
+    assert_eq!(env.sessions().len(), 1);
+    // --force ends the run cleanly first (interrupted, its trajectory
+    // complete), then stops the session.
+    let forced = env.run(&["guest", "stop", "--force", &name]);
+    assert_eq!(forced.code(), 0, "{forced:?}");
+    assert!(
+        forced.stdout().contains(&format!("stopped {name}")),
+        "{forced:?}"
+    );
+    let run = run.wait_with_output().unwrap();
+    let run = Out(run);
+    assert_eq!(run.code(), 130, "{run:?}");
+    let summary = run.summary();
+    assert_eq!(summary["ending"], "interrupted");
+    let entries = read_trajectory(Path::new(summary["run_folder"].as_str().unwrap())).unwrap();
+    assert!(
+        matches!(entries.last(), Some(Entry::RunFinished(f)) if f.ending == Ending::Interrupted),
+        "{entries:#?}"
+    );
+    assert_eq!(env.sessions(), Vec::<Value>::new());
     env.assert_mock_clean();
 }
