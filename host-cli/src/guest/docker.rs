@@ -1401,7 +1401,7 @@ mod tests {
         assert!(df.contains(&format!(
             "install -d -o {GUEST_UID} -g {GUEST_GID} -m 0700 /run/sandtop"
         )));
-        assert!(GUEST_UID > 1_879_048_191 && GUEST_UID < 1 << 31);
+        const { assert!(GUEST_UID > 1_879_048_191 && GUEST_UID < 1 << 31) };
     }
 
     /// `guest start` refuses a host where an account, a group or a

@@ -395,7 +395,7 @@ fn gc_as(ctx: &Ctx, uid: u32, docker_gid: u32, state: &Path) -> anyhow::Result<V
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    Ok(serde_json::from_slice(&out.stdout).context("gc's JSON")?)
+    serde_json::from_slice(&out.stdout).context("gc's JSON")
 }
 
 /// Issue 12 item 5: two users of one host and engine; `guest gc` of each
