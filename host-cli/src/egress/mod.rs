@@ -12,8 +12,11 @@
 //!
 //! [`policy`] decides (exact origins, private ranges, the metadata
 //! address); [`proxy`] enforces (HTTP and CONNECT on hyper, SNI and Host
-//! checks, its own name resolution) and reports every decision.
+//! checks, its own name resolution) and reports every decision; [`limits`]
+//! bounds what a guest can cost the host through it (connections, slow
+//! headers, idle tunnels, the journal's rate).
 
+pub mod limits;
 pub mod policy;
 pub mod proxy;
 pub mod service;

@@ -21,7 +21,12 @@
 //!    For HTTP it forwards the request in origin form and streams the
 //!    response back.
 //!
-//! Every decision is reported to the [`Journal`].
+//! Every decision is reported to the [`Journal`], through a
+//! [`JournalGate`] (a burst, then a steady rate, then summaries). At most
+//! [`Limits::max_connections`] connections are served at once (one more is
+//! closed at once and journaled through the gate), headers must arrive
+//! within [`Limits::header_timeout`], and a tunnel idle in both directions
+//! for [`Limits::tunnel_idle`] is closed (issue 12 item 3).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -41,6 +46,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use rustls::server::Acceptor;
 
+use super::limits::{Counted, JournalGate, Limits};
 use super::policy::{Host, Origin, Policy, Scheme, Verdict, host_addresses, split_host_port};
 
 /// The operator's answer to an origin question.
@@ -108,7 +114,10 @@ pub struct Proxy {
     /// Serialises questions, so one origin is asked once.
     asking: tokio::sync::Mutex<()>,
     asker: Mutex<Option<mpsc::Sender<Question>>>,
-    journal: Journal,
+    journal: JournalGate,
+    limits: Limits,
+    /// Places under [`Limits::max_connections`].
+    slots: Arc<tokio::sync::Semaphore>,
     /// This host's addresses when fixed (tests); else read at each decision.
     host_addresses: Option<Vec<IpAddr>>,
 }
@@ -139,15 +148,38 @@ fn text(status: StatusCode, msg: &str) -> Response<ProxyBody> {
 
 impl Proxy {
     pub fn new(policy: Policy, resolver: Resolver, journal: Journal) -> Proxy {
+        Proxy::with_limits(policy, resolver, journal, Limits::default())
+    }
+
+    /// A proxy with other ceilings than [`Limits::default`] (tests).
+    pub fn with_limits(
+        policy: Policy,
+        resolver: Resolver,
+        journal: Journal,
+        limits: Limits,
+    ) -> Proxy {
         Proxy {
             policy,
             resolver,
             decided: Mutex::new(Vec::new()),
             asking: tokio::sync::Mutex::new(()),
             asker: Mutex::new(None),
-            journal,
+            journal: JournalGate::new(journal, limits),
+            limits,
+            slots: Arc::new(tokio::sync::Semaphore::new(limits.max_connections)),
             host_addresses: None,
         }
+    }
+
+    /// Connections served now.
+    pub fn open_connections(&self) -> usize {
+        self.limits.max_connections - self.slots.available_permits()
+    }
+
+    /// Writes the journal's summary of what it held back, if any (tests,
+    /// and before the proxy stops).
+    pub fn flush_journal(&self) {
+        self.journal.flush();
     }
 
     /// Judges addresses against these host addresses instead of the ones
@@ -170,7 +202,7 @@ impl Proxy {
     }
 
     fn log(&self, origin: &Origin, via: &str, allowed: bool, reason: &str, addrs: &[IpAddr]) {
-        (self.journal)(json!({
+        self.journal.entry(json!({
             "kind": "egress",
             "origin": origin.to_string(),
             "via": via,
@@ -199,7 +231,7 @@ impl Proxy {
                         .unwrap_or_else(|p| p.into_inner())
                         .push((origin.clone(), allow));
                 }
-                (self.journal)(json!({
+                self.journal.entry(json!({
                     "kind": "egress_answer",
                     "origin": origin.to_string(),
                     "answer": answer,
@@ -358,10 +390,24 @@ impl Proxy {
         }
         let mut server = connect_any(addrs, origin.port).await?;
         server.write_all(&hello).await.map_err(|e| e.to_string())?;
-        tokio::io::copy_bidirectional(&mut client, &mut server)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        let mut client = Counted::new(client, None);
+        let idle = self.limits.tunnel_idle;
+        let last = client.idle_clock();
+        let watchdog = async move {
+            loop {
+                let quiet = last.idle_for();
+                if quiet >= idle {
+                    return;
+                }
+                tokio::time::sleep(idle - quiet).await;
+            }
+        };
+        tokio::select! {
+            r = tokio::io::copy_bidirectional(&mut client, &mut server) => {
+                r.map(|_| ()).map_err(|e| e.to_string())
+            }
+            () = watchdog => Err(format!("idle for {idle:?}: closed")),
+        }
     }
 
     async fn forward(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
@@ -437,6 +483,7 @@ impl Proxy {
 
 /// Serves the proxy on `listener` until the task is dropped.
 pub async fn serve_unix(proxy: Arc<Proxy>, listener: tokio::net::UnixListener) {
+    let _summaries = summaries(&proxy);
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -448,6 +495,7 @@ pub async fn serve_unix(proxy: Arc<Proxy>, listener: tokio::net::UnixListener) {
 
 /// Serves the proxy on a loopback TCP listener (tests, local sessions).
 pub async fn serve_tcp(proxy: Arc<Proxy>, listener: tokio::net::TcpListener) {
+    let _summaries = summaries(&proxy);
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -457,15 +505,58 @@ pub async fn serve_tcp(proxy: Arc<Proxy>, listener: tokio::net::TcpListener) {
     }
 }
 
+/// Writes the journal's due summaries every second while serving (ends
+/// when the returned guard is dropped).
+fn summaries(proxy: &Arc<Proxy>) -> tokio_util_abort::AbortOnDrop {
+    let weak = Arc::downgrade(proxy);
+    tokio_util_abort::AbortOnDrop(tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            match weak.upgrade() {
+                Some(p) => p.journal.flush_due(),
+                None => return,
+            }
+        }
+    }))
+}
+
+mod tokio_util_abort {
+    /// Aborts its task when dropped.
+    pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+}
+
 fn serve_conn<S>(proxy: Arc<Proxy>, stream: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let Ok(permit) = Arc::clone(&proxy.slots).try_acquire_owned() else {
+        // Over the cap: closed at once (dropped), and journaled through
+        // the gate, so a storm of them is a summary.
+        proxy.journal.entry(json!({
+            "kind": "egress",
+            "origin": "",
+            "via": "connection",
+            "decision": "denied",
+            "reason": format!(
+                "more than {} connections at once",
+                proxy.limits.max_connections
+            ),
+            "addresses": [],
+        }));
+        return;
+    };
+    let stream = Counted::new(stream, Some(permit));
     tokio::spawn(async move {
+        let header_timeout = proxy.limits.header_timeout;
         let svc = hyper::service::service_fn(move |req| Arc::clone(&proxy).handle(req));
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(Duration::from_secs(30))
+            .header_read_timeout(header_timeout)
             .serve_connection(TokioIo::new(stream), svc)
             .with_upgrades();
         if let Err(e) = conn.await {

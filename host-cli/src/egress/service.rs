@@ -8,7 +8,9 @@
 //!    there; the folder is the guest's `/run/sandtop`) and on
 //!    `egress-control.sock` (0600, the host user only).
 //! 3. Every decision is appended to `egress.jsonl` and sent to the attached
-//!    control client, if any.
+//!    control client, if any, through the proxy's journal gate (a burst,
+//!    then 10 entries a second, then summaries every 5 s: see
+//!    `egress::limits`); the file stops at [`MAX_JOURNAL_BYTES`].
 //! 4. A `host-cli run` on the session attaches to the control socket: it
 //!    writes the decisions into its trajectory and answers the proxy's
 //!    questions (ask mode) on the operator's terminal — approve, deny or
@@ -32,6 +34,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::policy::{Cidr, NetworkMode, Policy};
 use super::proxy::{self, Answer, Proxy, Question, Resolver};
+
+/// The most `egress.jsonl` grows to; past it one `journal_full` line is
+/// written and the rest only reaches an attached run.
+pub const MAX_JOURNAL_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Where programs in the guest find the proxy (the relay's address).
 pub const RELAY_ADDR: &str = "127.0.0.1:3128";
@@ -227,6 +233,8 @@ pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         let _ = jtx.send(v);
     });
     let c2 = Arc::clone(&client);
+    let mut written = journal_file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut full = false;
     tokio::spawn(async move {
         while let Some(mut v) = jrx.recv().await {
             v["t_unix_ms"] = json!(
@@ -235,8 +243,22 @@ pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     .map(|d| d.as_millis() as u64)
                     .unwrap_or(0)
             );
-            let _ = writeln!(journal_file, "{v}");
-            let _ = journal_file.sync_data();
+            // The gate keeps the rate low; this keeps the file bounded
+            // whatever the rate (issue 12 item 3).
+            let line = format!("{v}\n");
+            if written + line.len() as u64 <= MAX_JOURNAL_BYTES {
+                written += line.len() as u64;
+                let _ = journal_file.write_all(line.as_bytes());
+                let _ = journal_file.sync_data();
+            } else if !full {
+                full = true;
+                let _ = writeln!(
+                    journal_file,
+                    "{}",
+                    json!({"kind": "journal_full", "limit_bytes": MAX_JOURNAL_BYTES})
+                );
+                let _ = journal_file.sync_data();
+            }
             if let Some(c) = c2.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
                 let _ = c.send(json!({"type": "journal", "entry": v}));
             }
