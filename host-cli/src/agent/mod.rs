@@ -11,6 +11,7 @@
 //! - [`runner`]: the loop that ties them to a session's channel.
 
 pub mod approve;
+pub mod browser;
 pub mod cmd;
 pub mod exercise;
 pub mod model;
