@@ -35,7 +35,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use host_cli::agent::approve::{
-    ActionRequest, Approvals, CheckRequest, Decision, Operator, Policy, PolicyAnswer,
+    ActionRequest, Approvals, CheckRequest, Decision, Operator, Policy, PolicyAnswer, Terminal,
 };
 use host_cli::agent::model::{OpenAiModel, RetryPolicy};
 use host_cli::agent::progress::Progress;
@@ -4018,4 +4018,175 @@ async fn the_trajectory_is_typed_entries_and_resume_reads_them() {
     assert_eq!(p.steps_done, 2);
     assert!(p.finished);
     rig.assert_mock_clean();
+}
+
+// ---------------------------------------------------------------------
+// Issue 11, item 4: a stop during an open prompt
+// ---------------------------------------------------------------------
+
+/// How the run is stopped while its prompt is open.
+#[derive(Debug, Clone, Copy)]
+enum StopBy {
+    CtrlC,
+    Budget,
+}
+
+/// Runs with the real operator on a terminal the test types into: once
+/// a prompt ending with `prompt_end` is shown, the run is stopped (Ctrl-C,
+/// or the time budget of 1 s running out with nobody answering); 1.5 s
+/// later `yes` is typed. Returns the run, how long after the stop it
+/// ended, and what the terminal showed.
+async fn stop_during_prompt(
+    rig: &Rig,
+    mut opts: RunOptions,
+    prompt_end: &str,
+    by: StopBy,
+) -> (Run, Duration, String) {
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let screen = Buf::default();
+    let terminal = Terminal::from_parts(rx, Box::new(screen.clone()));
+    let mut op = Approvals {
+        terminal: Some(Arc::new(Mutex::new(terminal))),
+        ..Approvals::default()
+    };
+    if let StopBy::Budget = by {
+        opts.max_duration = Some(Duration::from_secs(1));
+    }
+    let interrupt = Interrupt::default();
+    let dir = rig.new_run_dir();
+    let mut model = rig.model(false, fast_retry());
+    let mut channel = rig.daemon.channel().await;
+    let mut recorder = start_recorder(&dir);
+    let stopped_at: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let started = Instant::now();
+    // Its own task: the prompt blocks the run's.
+    let driver = {
+        let (screen, interrupt, stopped_at) =
+            (screen.clone(), interrupt.clone(), stopped_at.clone());
+        let prompt_end = prompt_end.to_string();
+        tokio::spawn(async move {
+            while !screen.text().ends_with(&prompt_end) {
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "no prompt: {}",
+                    screen.text()
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            match by {
+                StopBy::CtrlC => interrupt.trigger(),
+                StopBy::Budget => {
+                    tokio::time::sleep_until((started + Duration::from_secs(1)).into()).await;
+                }
+            }
+            *lock(&stopped_at) = Some(Instant::now());
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            // Typed after the stop: it must answer nothing.
+            let _ = tx.send("yes".into());
+            let _ = tx.send("yes".into());
+        })
+    };
+    let (outcome, ended) = {
+        let mut runner = Runner::new(
+            &mut model,
+            &mut channel,
+            &mut op,
+            &mut recorder,
+            opts,
+            interrupt,
+        );
+        let run = async {
+            let o = tokio::time::timeout(RUN_LIMIT, runner.run(None))
+                .await
+                .expect("the run hung")
+                .unwrap();
+            (o, Instant::now())
+        };
+        let (r, d) = tokio::join!(run, driver);
+        d.unwrap();
+        r
+    };
+    drop(recorder);
+    let stop = lock(&stopped_at).unwrap();
+    let run = Run {
+        outcome,
+        dir: dir.clone(),
+        lines: trajectory(&dir),
+    };
+    (run, ended.saturating_duration_since(stop), screen.text())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_during_an_open_prompt_closes_it_and_a_late_yes_runs_nothing() {
+    for (by, ending) in [
+        (StopBy::CtrlC, Ending::Interrupted),
+        (StopBy::Budget, Ending::TimeBudget),
+    ] {
+        // A safety-check approval.
+        let rig = Rig::new().await;
+        rig.mock.push_all([
+            Reply::output(vec![computer_call_checked(
+                "call_1",
+                vec![click(10, 20)],
+                two_checks(),
+            )]),
+            Reply::done("unused"),
+        ]);
+        let (run, after, shown) =
+            stop_during_prompt(&rig, rig.opts(), "anything else denies: ", by).await;
+        run.assert_ending(ending);
+        assert!(
+            after < Duration::from_millis(500),
+            "{by:?}: ended {after:?} after the stop"
+        );
+        assert!(
+            shown.contains("(the run stopped: this question is closed)"),
+            "{shown}"
+        );
+        assert_eq!(rig.probe().act_bodies().len(), 0, "{by:?}");
+        assert_eq!(rig.probe().input_events(), vec![], "{by:?}");
+        assert_eq!(rig.mock.requests().len(), 1);
+        let decision = &run.of_kind("safety_checks")[0];
+        assert_eq!(
+            decision["decision"],
+            "denied: the run stopped during the question"
+        );
+        rig.assert_mock_clean();
+        // An action confirmation (--confirm-actions).
+        let rig = Rig::new().await;
+        rig.mock.push_all([
+            Reply::output(vec![computer_call("call_1", vec![click(10, 20)])]),
+            Reply::done("unused"),
+        ]);
+        let mut opts = rig.opts();
+        opts.confirm_actions = true;
+        let (run, after, _) = stop_during_prompt(&rig, opts, "[yes/no] ", by).await;
+        run.assert_ending(ending);
+        assert!(
+            after < Duration::from_millis(500),
+            "{by:?}: ended {after:?} after the stop"
+        );
+        assert_eq!(rig.probe().act_bodies().len(), 0, "{by:?}");
+        assert_eq!(run.ledger("call_1"), ["pending", "failed"]);
+        rig.assert_mock_clean();
+        // An ask_user question.
+        let rig = Rig::new().await;
+        rig.mock.push_all([
+            Reply::output(vec![ask_user("call_q", "Which name?")]),
+            Reply::done("unused"),
+        ]);
+        let (run, after, _) =
+            stop_during_prompt(&rig, rig.opts(), "Your answer (empty line = refuse): ", by).await;
+        run.assert_ending(ending);
+        assert!(
+            after < Duration::from_millis(500),
+            "{by:?}: ended {after:?} after the stop"
+        );
+        assert_eq!(
+            rig.mock.requests().len(),
+            1,
+            "{by:?}: the late answer went out"
+        );
+        rig.assert_mock_clean();
+    }
 }

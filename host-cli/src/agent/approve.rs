@@ -58,7 +58,13 @@ pub trait Operator: Send {
     fn ask(&mut self, question: &str) -> Option<String>;
     /// Guidance typed while the run goes, to append at the end of the turn.
     fn take_guidance(&mut self) -> Vec<String>;
+    /// Tells the operator how to know that the run has stopped (Ctrl-C,
+    /// the time budget): a prompt open then closes at once, unanswered.
+    fn on_stop(&mut self, _stopped: StopCheck) {}
 }
+
+/// Whether the run has stopped.
+pub type StopCheck = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// An operator-written policy (`--approve-policy FILE`, JSON):
 /// `{"approve_check_codes": ["sensitive_domain"], "confirm_actions": "approve"}`.
@@ -108,6 +114,8 @@ pub struct Terminal {
     lines: mpsc::Receiver<String>,
     out: Box<dyn std::io::Write + Send>,
     guidance: Vec<String>,
+    /// When the run has stopped, an open prompt closes unanswered.
+    stop: Option<StopCheck>,
 }
 
 impl std::fmt::Debug for Terminal {
@@ -151,6 +159,7 @@ impl Terminal {
             lines,
             out,
             guidance: Vec::new(),
+            stop: None,
         }
     }
 
@@ -168,7 +177,27 @@ impl Terminal {
             }
         }
         self.say(prompt);
-        self.lines.recv().ok()
+        loop {
+            match self
+                .lines
+                .recv_timeout(std::time::Duration::from_millis(20))
+            {
+                Ok(line) => return Some(line),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if self.stopped() {
+                        // Closed at once: whatever is typed now answers
+                        // nothing.
+                        self.say("\n(the run stopped: this question is closed)\n");
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(|s| s())
     }
 
     fn yes(&mut self, prompt: &str) -> Decision {
@@ -178,6 +207,7 @@ impl Terminal {
                 "the operator answered `{}`",
                 a.trim().chars().take(40).collect::<String>()
             )),
+            None if self.stopped() => Decision::Deny("the run stopped during the question".into()),
             None => Decision::Deny("the terminal closed".into()),
         }
     }
@@ -302,6 +332,12 @@ impl Operator for Approvals {
         ))?;
         let a = a.trim().to_string();
         (!a.is_empty()).then_some(a)
+    }
+
+    fn on_stop(&mut self, stopped: StopCheck) {
+        if let Some(t) = self.terminal.as_ref() {
+            lock(t).stop = Some(stopped);
+        }
     }
 
     fn take_guidance(&mut self) -> Vec<String> {

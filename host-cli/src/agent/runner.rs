@@ -603,6 +603,13 @@ impl<'a> Runner<'a> {
     pub async fn run(&mut self, resume: Option<Resume>) -> anyhow::Result<Outcome> {
         let start = Instant::now();
         self.deadline = self.opts.max_duration.map(|d| start + d);
+        // A prompt open when the run stops closes at once (issue 11 item 4).
+        {
+            let (interrupt, deadline) = (self.interrupt.clone(), self.deadline);
+            self.operator.on_stop(Arc::new(move || {
+                interrupt.is_set() || deadline.is_some_and(|d| Instant::now() >= d)
+            }));
+        }
         let mut usage = UsageTotals::default();
         let mut overhead = Vec::new();
         let (mut prev_id, mut step, mut next_input, mut conversation) = match resume {
@@ -967,6 +974,12 @@ impl<'a> Runner<'a> {
                     let t = Instant::now();
                     self.turn_attempted.push(call_id.clone());
                     out.push(self.function_call(step, call_id, name, arguments)?);
+                    if let Some(ending) = self.halt_reason() {
+                        return Ok(Err((
+                            ending,
+                            format!("the run stopped while the operator was asked ({call_id})"),
+                        )));
+                    }
                     self.turn_completed.push(call_id.clone());
                     self.call_ended(step, call_id, vec![name.clone()], CallState::Answered, 0.0);
                     waited += ms(t.elapsed());
@@ -1171,6 +1184,15 @@ impl<'a> Runner<'a> {
                     Decision::Deny(r) => format!("denied: {r}"),
                 },
             })?;
+            if let Some(ending) = self.halt_reason() {
+                self.recorder.sync()?;
+                return Ok(Err((
+                    ending,
+                    format!(
+                        "the run stopped while the operator was asked about the safety checks of {call_id}; nothing was run"
+                    ),
+                )));
+            }
             if let Decision::Deny(reason) = decision {
                 self.recorder.sync()?;
                 return Ok(Err((
@@ -1381,6 +1403,20 @@ impl<'a> Runner<'a> {
                 index: Some(i),
                 approved: d == Decision::Approve,
             })?;
+            if let Some(ending) = self.halt_reason() {
+                self.recorder.ledger(
+                    step,
+                    call_id,
+                    LedgerState::Failed,
+                    json!({"executed": i, "stopped": "during the confirmation"}),
+                )?;
+                return Ok(Err((
+                    ending,
+                    format!(
+                        "the run stopped while action {i} of {call_id} awaited confirmation; {i} action(s) before it ran"
+                    ),
+                )));
+            }
             if let Decision::Deny(reason) = d {
                 self.recorder.ledger(
                     step,
@@ -1428,6 +1464,20 @@ impl<'a> Runner<'a> {
             index: None,
             approved: d == Decision::Approve,
         })?;
+        if let Some(ending) = self.halt_reason() {
+            self.recorder.ledger(
+                step,
+                call_id,
+                LedgerState::Failed,
+                json!({"executed": actions.len(), "stopped": "before the final screenshot"}),
+            )?;
+            return Ok(Err((
+                ending,
+                format!(
+                    "the run stopped while the final screenshot of {call_id} awaited confirmation; all its actions ran"
+                ),
+            )));
+        }
         if let Decision::Deny(reason) = d {
             self.recorder.ledger(
                 step,
