@@ -280,6 +280,23 @@ impl Channel {
         Ok(r)
     }
 
+    /// `POST /v1/browser/state`: the browser's tabs (starts the guest's
+    /// browser when it is not running).
+    pub async fn browser_state(&mut self) -> Result<sandtop_protocol::BrowserState, ChannelError> {
+        self.exchange(Method::POST, paths::BROWSER_STATE, Some(b"{}".to_vec()))
+            .await
+    }
+
+    /// `POST /v1/browser/call`: one browser member. Sent at most once.
+    pub async fn browser_call(
+        &mut self,
+        call: &sandtop_protocol::BrowserCall,
+    ) -> Result<sandtop_protocol::BrowserReply, ChannelError> {
+        let body = serde_json::to_vec(call).map_err(|e| ChannelError::Http(e.to_string()))?;
+        self.exchange(Method::POST, paths::BROWSER_CALL, Some(body))
+            .await
+    }
+
     /// `POST /v1/actions`, validated. Sent at most once.
     pub async fn act(&mut self, request: &BatchRequest) -> Result<BatchResponse, ChannelError> {
         let body = serde_json::to_vec(request).map_err(|e| ChannelError::Http(e.to_string()))?;

@@ -56,6 +56,9 @@ const LONG: Duration = Duration::from_secs(30);
 #[path = "e2e/order.rs"]
 mod order;
 use order::batched_form_input_lands_in_each_field;
+#[path = "e2e/browser.rs"]
+mod browser;
+use browser::browser_fills_the_demo_form_through_refs;
 #[path = "e2e/boundary.rs"]
 mod boundary;
 use boundary::{
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         typed_corpus_in_guest_xterm_is_byte_exact,
         both_channel_paths_work,
         batched_form_input_lands_in_each_field,
+        browser_fills_the_demo_form_through_refs,
         other_host_users_cannot_reach_a_guest,
         the_guest_folder_is_capped_noexec_and_anonymous,
         gc_removes_only_what_its_own_user_left,
