@@ -634,3 +634,49 @@ async fn scroll_moves_the_page_and_scroll_to_brings_a_target_into_view() {
     d.ok(json!({"member": "hover", "tab_id": null, "target": last}))
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_call_and_a_computer_action_never_interleave() {
+    let Some(d) = daemon() else { return };
+    let origin = pages().await;
+    d.goto(&format!("{origin}/form")).await;
+    // A browser call that runs for a while (its text never shows) ...
+    let waiting = d.post(
+        "/v1/browser/call",
+        json!({"member": "wait_for", "tab_id": null, "text": "never shown", "timeout_ms": 3000}),
+    );
+    let others = async {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        // ... meanwhile a computer action and a second browser call are
+        // refused at once, not queued.
+        let t = Instant::now();
+        let action = d
+            .post(
+                "/v1/actions",
+                json!({"actions": [{"type": "move", "x": 5, "y": 5}], "screenshot": {}}),
+            )
+            .await;
+        let browser = d.post("/v1/browser/state", json!({})).await;
+        (action, browser, t.elapsed())
+    };
+    let ((status, body), ((a_status, a_body), (b_status, b_body), took)) =
+        tokio::join!(waiting, others);
+    assert_eq!(body["code"], "wait_timed_out", "{status} {body}");
+    assert_eq!(
+        (a_status, &a_body["code"]),
+        (StatusCode::CONFLICT, &json!("busy")),
+        "{a_body}"
+    );
+    assert_eq!(
+        (b_status, &b_body["code"]),
+        (StatusCode::CONFLICT, &json!("busy")),
+        "{b_body}"
+    );
+    assert!(
+        took < Duration::from_millis(1500),
+        "refused at once, took {took:?}"
+    );
+    // Once it is over, both work again.
+    let (status, _) = d.post("/v1/browser/state", json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+}
