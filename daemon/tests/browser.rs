@@ -237,6 +237,16 @@ async fn pages() -> String {
         )
         .route("/frames", get(move || async move { Html(frames) }))
         .route(
+            "/dialog",
+            get(|| async {
+                Html(
+                    "<!doctype html><title>Dialog</title><body><button onclick=\"alert('hi'); \
+                     document.title = 'after alert'\">Alert</button>\
+                     <button onclick=\"setTimeout(() => location.href = '/other', 300)\">Leave</button></body>",
+                )
+            }),
+        )
+        .route(
             "/late",
             get(|| async {
                 Html(
@@ -679,4 +689,34 @@ async fn a_browser_call_and_a_computer_action_never_interleave() {
     // Once it is over, both work again.
     let (status, _) = d.post("/v1/browser/state", json!({})).await;
     assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dialogs_are_dismissed_and_a_page_that_leaves_makes_its_refs_stale() {
+    let Some(d) = daemon() else { return };
+    let origin = pages().await;
+    d.goto(&format!("{origin}/dialog")).await;
+    let read = d.read("interactive").await;
+    // An alert opened by the click does not block the driver: it is
+    // dismissed and the page goes on.
+    let alert = by_label(&read, "Alert")["ref"].clone();
+    d.ok(json!({"member": "click", "tab_id": null, "target": alert.clone()}))
+        .await;
+    let after = d.read("all").await;
+    assert_eq!(after["elements"].as_array().unwrap().len(), 2, "{after}");
+    let (_, state) = d.post("/v1/browser/state", json!({})).await;
+    assert_eq!(state["tabs"][0]["title"], "after alert", "{state}");
+    // A page that navigates itself: its refs go stale with it.
+    let leave = by_label(&read, "Leave")["ref"].clone();
+    d.ok(json!({"member": "click", "tab_id": null, "target": leave}))
+        .await;
+    d.ok(
+        json!({"member": "wait_for", "tab_id": null, "text": "The other page", "timeout_ms": 5000}),
+    )
+    .await;
+    d.fails(
+        json!({"member": "click", "tab_id": null, "target": alert}),
+        "stale_target",
+    )
+    .await;
 }
