@@ -37,6 +37,7 @@ use base64::Engine as _;
 use host_cli::agent::approve::{
     ActionRequest, Approvals, CheckRequest, Decision, Operator, Policy, PolicyAnswer, Terminal,
 };
+use host_cli::agent::diagnostics::{Diagnostic, Diagnostics};
 use host_cli::agent::model::{OpenAiModel, RetryPolicy};
 use host_cli::agent::progress::Progress;
 use host_cli::agent::record::{
@@ -4188,5 +4189,146 @@ async fn a_stop_during_an_open_prompt_closes_it_and_a_late_yes_runs_nothing() {
             "{by:?}: the late answer went out"
         );
         rig.assert_mock_clean();
+    }
+}
+
+// ---------------------------------------------------------------------
+// Issue 11, item 12: diagnostics records; a failing writer changes nothing
+// ---------------------------------------------------------------------
+
+/// A diagnostics writer that keeps records, fails, or panics.
+#[derive(Clone)]
+enum DiagWriter {
+    Keep(Arc<Mutex<Vec<Diagnostic>>>),
+    Fail,
+    Panic,
+}
+
+impl Diagnostics for DiagWriter {
+    fn record(&mut self, d: &Diagnostic) -> anyhow::Result<()> {
+        match self {
+            DiagWriter::Keep(v) => {
+                lock(v).push(d.clone());
+                Ok(())
+            }
+            DiagWriter::Fail => anyhow::bail!("disk full"),
+            DiagWriter::Panic => panic!("the diagnostics writer breaks"),
+        }
+    }
+}
+
+/// One scenario with a diagnostics writer: (outcome, ledger states of
+/// call_1, daemon input events, operator questions).
+async fn diag_scenario(
+    writer: DiagWriter,
+    approve: bool,
+) -> (Ending, u32, Vec<String>, Vec<Event>, usize) {
+    let rig = Rig::new().await;
+    rig.mock.push_all([
+        Reply::output(vec![computer_call_checked(
+            "call_1",
+            vec![click(10, 20), type_text("SECRET-TYPED-TEXT")],
+            two_checks(),
+        )]),
+        Reply::output(vec![computer_call(
+            "call_2",
+            vec![keypress(&["CTRL", "Z"])],
+        )]),
+        Reply::done("done"),
+    ]);
+    let mut op = ScriptedOp::new(rig.probe()).checks(if approve {
+        vec![Decision::Approve]
+    } else {
+        vec![deny("no")]
+    });
+    let dir = rig.new_run_dir();
+    let mut model = rig.model(false, fast_retry());
+    let mut channel = rig.daemon.channel().await;
+    let mut recorder = start_recorder(&dir);
+    let outcome = Runner::new(
+        &mut model,
+        &mut channel,
+        &mut op,
+        &mut recorder,
+        rig.opts(),
+        Interrupt::default(),
+    )
+    .with_diagnostics(Box::new(writer))
+    .run(None)
+    .await
+    .unwrap();
+    drop(recorder);
+    let run = Run {
+        outcome,
+        dir: dir.clone(),
+        lines: trajectory(&dir),
+    };
+    rig.assert_mock_clean();
+    (
+        run.outcome.ending,
+        run.outcome.steps,
+        run.ledger("call_1"),
+        rig.probe().input_events(),
+        op.asked.len(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diagnostics_records_as_the_seed_lists_them_and_a_failing_writer_changes_nothing() {
+    // What a working writer gets: one record per completed request and
+    // per computer call, with the listed fields and nothing else.
+    let kept: Arc<Mutex<Vec<Diagnostic>>> = Arc::default();
+    let reference = diag_scenario(DiagWriter::Keep(kept.clone()), true).await;
+    assert_eq!(reference.0, Ending::Finished);
+    let records = lock(&kept).clone();
+    let shape: Vec<(&str, &str, &str, &str)> = records
+        .iter()
+        .map(|d| {
+            (
+                d.api.as_str(),
+                d.stage.as_str(),
+                d.reason.as_str(),
+                d.member.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            ("responses", "request", "completed", "responses.create"),
+            ("computer", "action", "done", "click,type"),
+            ("responses", "request", "completed", "responses.create"),
+            ("computer", "action", "done", "keypress"),
+            ("responses", "request", "completed", "responses.create"),
+        ]
+    );
+    for d in &records {
+        assert!(d.duration_ms > 0.0, "{d:?}");
+        assert!(!d.call_id.is_empty());
+        if d.api == "responses" {
+            assert!(d.usage.is_some() && d.daemon_timings.is_none(), "{d:?}");
+        } else {
+            assert!(d.usage.is_none(), "{d:?}");
+            assert!(d.daemon_timings.unwrap().total_ms > 0.0, "{d:?}");
+        }
+    }
+    assert_eq!(records[1].call_id, "call_1");
+    // Never arguments, page text, errors or images.
+    let text = serde_json::to_string(&records).unwrap();
+    assert!(
+        !text.contains("SECRET-TYPED-TEXT") && !text.contains("data:image"),
+        "{text}"
+    );
+    // A writer that fails, or panics, changes nothing: the same ending,
+    // steps, ledger and input, for an approved run and a denied one.
+    for writer in [DiagWriter::Fail, DiagWriter::Panic] {
+        assert_eq!(diag_scenario(writer.clone(), true).await, reference);
+        let denied = diag_scenario(writer, false).await;
+        assert_eq!(denied.0, Ending::Denied);
+        assert_eq!(denied.3, vec![], "a failing writer let an action run");
+        assert_eq!(
+            denied,
+            diag_scenario(DiagWriter::Keep(Arc::default()), false).await
+        );
     }
 }

@@ -8,11 +8,13 @@
 //! - [`preflight`]: every call of a response checked before any runs.
 //! - [`progress`]: a line per step on stderr, `--events json` on stdout.
 //! - [`record`]: the run folder, trajectory, screenshots and ledger.
+//! - [`diagnostics`]: per-request and per-call records, an observer.
 //! - [`runner`]: the loop that ties them to a session's channel.
 
 pub mod approve;
 pub mod browser;
 pub mod cmd;
+pub mod diagnostics;
 pub mod exercise;
 pub mod model;
 pub mod preflight;

@@ -44,6 +44,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use super::approve::{self, ActionRequest, CheckRequest, Decision, Operator};
+use super::diagnostics::{Diagnostic, Diagnostics, FileDiagnostics};
 use super::model::Model;
 use super::preflight::{self, Refusal};
 use super::progress::{CallState, Event, Progress, StepCall};
@@ -249,6 +250,11 @@ pub struct Runner<'a> {
     progress: Progress,
     /// The step being reported, until its line is out.
     report: Option<StepReport>,
+    /// Where diagnostics records go (an observer: its failures are
+    /// ignored).
+    diagnostics: Box<dyn Diagnostics + 'a>,
+    /// The daemon's timings of the last request of the current call.
+    last_timings: Option<sandtop_protocol::Timings>,
 }
 
 /// What the progress line of the current step says.
@@ -496,7 +502,6 @@ impl<'a> Runner<'a> {
             model,
             channel,
             operator,
-            recorder,
             opts,
             interrupt,
             last_shot: None,
@@ -508,6 +513,28 @@ impl<'a> Runner<'a> {
             action_failures: 0,
             progress: Progress::silent(),
             report: None,
+            diagnostics: Box::new(FileDiagnostics::in_run(recorder.dir())),
+            last_timings: None,
+            recorder,
+        }
+    }
+
+    /// Sends diagnostics records there (default: `diagnostics.jsonl` in
+    /// the run folder).
+    pub fn with_diagnostics(mut self, d: Box<dyn Diagnostics + 'a>) -> Runner<'a> {
+        self.diagnostics = d;
+        self
+    }
+
+    /// Hands a record to the diagnostics writer. Its errors and panics
+    /// are logged and otherwise ignored: an observer cannot approve
+    /// anything or change a result (rule 14).
+    fn diagnose(&mut self, d: Diagnostic) {
+        let diagnostics = &mut self.diagnostics;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| diagnostics.record(&d))) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("the diagnostics writer failed: {e:#}"),
+            Err(_) => tracing::warn!("the diagnostics writer panicked"),
         }
     }
 
@@ -532,6 +559,28 @@ impl<'a> Runner<'a> {
         state: CallState,
         daemon_ms: f64,
     ) {
+        if matches!(
+            state,
+            CallState::Done | CallState::Failed | CallState::Unknown
+        ) {
+            let reason = match state {
+                CallState::Done => "done",
+                CallState::Failed => "failed",
+                _ => "unknown",
+            };
+            let daemon_timings = self.last_timings.take();
+            self.diagnose(Diagnostic {
+                api: "computer".into(),
+                stage: "action".into(),
+                reason: reason.into(),
+                call_id: call_id.to_string(),
+                member: kinds.join(","),
+                duration_ms: daemon_ms,
+                usage: None,
+                daemon_timings,
+                step,
+            });
+        }
         let call = StepCall {
             call_id: call_id.to_string(),
             kinds,
@@ -746,6 +795,17 @@ impl<'a> Runner<'a> {
             });
             // 3. Record it.
             usage.add(resp.usage);
+            self.diagnose(Diagnostic {
+                api: "responses".into(),
+                stage: "request".into(),
+                reason: "completed".into(),
+                call_id: resp.id.clone(),
+                member: "responses.create".into(),
+                duration_ms: model_ms,
+                usage: resp.usage,
+                daemon_timings: None,
+                step,
+            });
             self.recorder.write(&Entry::Usage(UsageRecord {
                 api: "responses".into(),
                 stage: "request".into(),
@@ -1243,11 +1303,12 @@ impl<'a> Runner<'a> {
         let waited = ms(t_daemon.elapsed());
         let shot = match result {
             Ok(shot) => {
+                // The daemon's own timings stay with the step.
                 self.recorder.ledger(
                     step,
                     call_id,
                     LedgerState::Done,
-                    json!({"executed": actions.len()}),
+                    json!({"executed": actions.len(), "daemon_timings": self.last_timings}),
                 )?;
                 self.turn_completed.push(call_id.to_string());
                 self.call_ended(step, call_id, kinds, CallState::Done, waited);
@@ -1375,6 +1436,7 @@ impl<'a> Runner<'a> {
                 return Err(ChannelError::Http(format!("stopped ({ending:?}) while the actions ran")));
             }
         };
+        self.last_timings = Some(r.timings);
         r.screenshot
             .ok_or_else(|| ChannelError::BadReply("the final screenshot is missing".into()))
     }
@@ -1447,7 +1509,7 @@ impl<'a> Runner<'a> {
                     return Ok(Ok(Err(ChannelError::Daemon { status, body })));
                 }
                 Err(e) => return Ok(Ok(Err(e))),
-                Ok(_) => {}
+                Ok(r) => self.last_timings = Some(r.timings),
             }
         }
         let d = blocking(|| {
