@@ -229,6 +229,18 @@ async fn pages() -> String {
             get(|| async { Html("<!doctype html><title>Other</title><p>The other page</p>") }),
         )
         .route("/big", get(|| async { Html(BIG) }))
+        .route(
+            "/huge",
+            get(|| async {
+                Html(
+                    "<!doctype html><title>Huge</title><body><div id=\"c\"></div><script>\
+                     const c = document.getElementById('c'); const f = document.createDocumentFragment();\
+                     for (let i = 0; i < 100000; i++) f.appendChild(document.createElement('span'));\
+                     c.appendChild(f); const b = document.createElement('button'); b.textContent = 'Last';\
+                     document.body.appendChild(b);</script></body>",
+                )
+            }),
+        )
         .route("/shadow", get(|| async { Html(SHADOW) }))
         .route("/lone", get(|| async { Html(LONE) }))
         .route(
@@ -504,6 +516,17 @@ async fn hostile_pages_end_in_limits_never_hangs_or_bad_text() {
     eprintln!("read_page of 10,000 buttons: {:?}", t.elapsed());
     assert_eq!(big["elements"].as_array().unwrap().len(), 500);
     assert!(omitted(&big).contains(&"report_limit".to_string()));
+
+    // 100,000 nodes: the walk stops at its node budget and says so.
+    d.goto(&format!("{origin}/huge")).await;
+    let t = Instant::now();
+    let huge = d.read("interactive").await;
+    eprintln!("read_page of 100,000 nodes: {:?}", t.elapsed());
+    assert!(
+        omitted(&huge).contains(&"work_limit".to_string()),
+        "{:?}",
+        omitted(&huge)
+    );
 
     d.goto(&format!("{origin}/shadow")).await;
     let deep = d.read("interactive").await;
