@@ -55,6 +55,11 @@ lint:
 deny-advisories:
 	$(CARGO) deny --locked check advisories
 
+## fuzz: the fuzz targets of fuzz/ under libFuzzer, stable toolchain (FUZZ_RUNS=1000000, FUZZ_SECONDS=300 each)
+.PHONY: fuzz
+fuzz:
+	@./scripts/fuzz.sh
+
 ## bench: sandtopd's side-by-side latency figures on a fresh Xvfb (see BENCHMARKS.md)
 .PHONY: bench
 bench: deps
