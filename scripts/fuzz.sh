@@ -48,7 +48,9 @@ for t in $TARGETS; do
     runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")"
     speed="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")"
     cov="$(grep -Eo 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1)"
-    echo "fuzz $t: $result, ${runs:-?} runs, ${speed:-?}/s, $cov, corpus $(find "corpus/$t" -type f | wc -l) inputs"
+    # libFuzzer's average is runs per whole second elapsed: 0 under 1 s.
+    if [[ "${speed:-0}" == 0 ]]; then speed="(all within 1 s)"; else speed="$speed/s"; fi
+    echo "fuzz $t: $result, ${runs:-?} runs, $speed, $cov, corpus $(find "corpus/$t" -type f | wc -l) inputs"
     rm -f "$log"
 done
 exit "$status"
