@@ -43,7 +43,7 @@ pub const DEFAULT_MEMBERS: [&str; 18] = [
 pub const MAX_URL_BYTES: usize = 2048;
 /// Longest tab title the daemon reports, in bytes (cut at a character).
 pub const MAX_TITLE_BYTES: usize = 1024;
-/// Longest element ref or label in a read report, in bytes.
+/// Longest element ref (and tab id the model names), in bytes.
 pub const MAX_REF_BYTES: usize = 256;
 /// Longest label in a read report, in bytes.
 pub const MAX_LABEL_BYTES: usize = 256;
@@ -59,8 +59,6 @@ pub const MAX_TABS: usize = 32;
 pub const MAX_WAIT_MS: u32 = 30_000;
 /// `wait_for`: the longest text, in bytes after whitespace normalisation.
 pub const MAX_WAIT_TEXT_BYTES: usize = 256;
-/// Most characters typed by one `type` call.
-pub const MAX_TYPE_CHARS: usize = crate::limits::MAX_TYPE_CHARS;
 /// `scroll`: the largest distance, in CSS pixels.
 pub const MAX_SCROLL_PIXELS: u64 = 100_000;
 

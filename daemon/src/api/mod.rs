@@ -202,6 +202,17 @@ impl Drop for CancelOnDrop {
 /// task before giving up on it (an X server that stopped answering).
 const REPLY_GRACE: Duration = Duration::from_secs(5);
 
+/// New input and browser requests are refused once shutdown began.
+fn refuse_when_shutting_down(state: &ApiState) -> Result<(), ApiError> {
+    if state.shutting_down.load(Ordering::Acquire) {
+        return Err(ApiError(ErrorBody::new(
+            ErrorCode::ShuttingDown,
+            "the daemon is shutting down",
+        )));
+    }
+    Ok(())
+}
+
 async fn run_job<T>(
     state: &ApiState,
     make: impl FnOnce(
@@ -210,12 +221,7 @@ async fn run_job<T>(
         tokio::sync::oneshot::Sender<Result<T, ErrorBody>>,
     ) -> Job,
 ) -> Result<T, ApiError> {
-    if state.shutting_down.load(Ordering::Acquire) {
-        return Err(ApiError(ErrorBody::new(
-            ErrorCode::ShuttingDown,
-            "the daemon is shutting down",
-        )));
-    }
+    refuse_when_shutting_down(state)?;
     let permit = state.desktop.try_acquire().map_err(ApiError)?;
     let cancel = Cancel::new(Instant::now() + state.deadline);
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -295,12 +301,7 @@ async fn browser_job<T>(
     state: &ApiState,
     job: impl std::future::Future<Output = Result<T, ErrorBody>>,
 ) -> Result<T, ApiError> {
-    if state.shutting_down.load(Ordering::Acquire) {
-        return Err(ApiError(ErrorBody::new(
-            ErrorCode::ShuttingDown,
-            "the daemon is shutting down",
-        )));
-    }
+    refuse_when_shutting_down(state)?;
     if !state.browser.configured() {
         return Err(ApiError(ErrorBody::new(
             ErrorCode::BrowserUnavailable,

@@ -13,186 +13,15 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use sandtop_protocol::browser::{
-    self as wire, BrowserImage, BrowserOutcome, BrowserRead, BrowserState, BrowserTab, ReadFilter,
-    ScrollDirection,
+    self as wire, BrowserImage, BrowserOutcome, BrowserRead, ReadFilter, ScrollDirection,
 };
 use sandtop_protocol::{BrowserCall, ErrorBody, ErrorCode};
 use serde_json::{Value, json};
 
 use super::bidi::Bidi;
 use super::bidi_error;
-
-const PAGE_JS: &str = include_str!("page.js");
-
-/// Wait for ordinary commands.
-const COMMAND_WAIT: Duration = Duration::from_secs(10);
-/// Wait for a navigation to complete.
-const NAVIGATE_WAIT: Duration = Duration::from_secs(25);
-
-/// Limits handed to the page agent.
-fn limits() -> Value {
-    json!({
-        "label": wire::MAX_LABEL_BYTES,
-        "value": wire::MAX_VALUE_BYTES,
-        "text": wire::MAX_READ_TEXT_BYTES,
-        "elements": wire::MAX_READ_ELEMENTS,
-        "title": wire::MAX_TITLE_BYTES,
-        "refs": 20_000,
-        "nodes": 60_000,
-        "frames": 16,
-        "frame_depth": 3,
-    })
-}
-
-/// Runs the page agent in the sandbox realm of `context`'s document.
-async fn agent(bidi: &Bidi, context: &str, mut request: Value) -> Result<Value, ErrorBody> {
-    request["limits"] = limits();
-    let expression = format!("({PAGE_JS})({request})");
-    let result = bidi
-        .command(
-            "script.evaluate",
-            json!({
-                "expression": expression,
-                "target": {"context": context, "sandbox": "sandtop"},
-                "awaitPromise": false,
-                "resultOwnership": "none",
-            }),
-            COMMAND_WAIT,
-        )
-        .await
-        .map_err(bidi_error)?;
-    if result.get("type").and_then(Value::as_str) != Some("success") {
-        return Err(ErrorBody::new(
-            ErrorCode::BrowserFailed,
-            "the page agent failed in this document",
-        ));
-    }
-    let text = result
-        .pointer("/result/value")
-        .and_then(Value::as_str)
-        .ok_or_else(|| {
-            ErrorBody::new(ErrorCode::BrowserFailed, "the page agent answered no text")
-        })?;
-    serde_json::from_str(text)
-        .map_err(|_| ErrorBody::new(ErrorCode::BrowserFailed, "the page agent answered bad JSON"))
-}
-
-/// The top-level browsing contexts (tabs), in the browser's order.
-async fn contexts(bidi: &Bidi) -> Result<Vec<(String, String)>, ErrorBody> {
-    let tree = bidi
-        .command(
-            "browsingContext.getTree",
-            json!({"maxDepth": 0}),
-            COMMAND_WAIT,
-        )
-        .await
-        .map_err(bidi_error)?;
-    let list = tree
-        .get("contexts")
-        .and_then(Value::as_array)
-        .ok_or_else(|| ErrorBody::new(ErrorCode::BrowserFailed, "the browser sent no tab list"))?;
-    Ok(list
-        .iter()
-        .filter_map(|c| {
-            Some((
-                c.get("context")?.as_str()?.to_string(),
-                c.get("url")?.as_str()?.to_string(),
-            ))
-        })
-        .collect())
-}
-
-/// Every tab with its title and whether it is the one shown.
-pub async fn state(bidi: &Bidi) -> Result<BrowserState, ErrorBody> {
-    let mut tabs = Vec::new();
-    for (id, url) in contexts(bidi).await? {
-        let (title, truncated, visible) = match agent(bidi, &id, json!({"op": "tab"})).await {
-            Ok(v) => (
-                v["title"].as_str().unwrap_or_default().to_string(),
-                v["title_truncated"].as_bool().unwrap_or(false),
-                v["visible"].as_bool().unwrap_or(false),
-            ),
-            // A document the agent cannot run in (a privileged page): no
-            // title, and it is not known to be the shown one.
-            Err(e) if e.code == ErrorCode::BrowserFailed => (String::new(), false, false),
-            Err(e) => return Err(e),
-        };
-        tabs.push((
-            BrowserTab {
-                id,
-                title,
-                url: cap_url(url),
-                active: false,
-                title_truncated: truncated,
-            },
-            visible,
-        ));
-    }
-    // Exactly one active tab: the shown one (the first shown, should a
-    // window manager show two), else the last.
-    let active = tabs
-        .iter()
-        .position(|(_, v)| *v)
-        .or(tabs.len().checked_sub(1));
-    Ok(BrowserState {
-        tabs: tabs
-            .into_iter()
-            .enumerate()
-            .map(|(i, (mut t, _))| {
-                t.active = Some(i) == active;
-                t
-            })
-            .collect(),
-    })
-}
-
-fn cap_url(mut url: String) -> String {
-    if url.len() > wire::MAX_URL_BYTES {
-        let mut end = wire::MAX_URL_BYTES;
-        while !url.is_char_boundary(end) {
-            end -= 1;
-        }
-        url.truncate(end);
-    }
-    url
-}
-
-/// The context a call acts on: the named tab, which must exist, or the
-/// active one.
-async fn target_tab(bidi: &Bidi, tab_id: Option<&str>) -> Result<String, ErrorBody> {
-    match tab_id {
-        Some(id) => {
-            if contexts(bidi).await?.iter().any(|(c, _)| c == id) {
-                Ok(id.to_string())
-            } else {
-                Err(ErrorBody::new(
-                    ErrorCode::NoSuchTab,
-                    "no open tab has this id",
-                ))
-            }
-        }
-        None => {
-            let s = state(bidi).await?;
-            s.tabs
-                .into_iter()
-                .find(|t| t.active)
-                .map(|t| t.id)
-                .ok_or_else(|| ErrorBody::new(ErrorCode::NoSuchTab, "the browser has no tab open"))
-        }
-    }
-}
-
-/// Input goes to the shown tab: show the target first.
-async fn activate(bidi: &Bidi, context: &str) -> Result<(), ErrorBody> {
-    bidi.command(
-        "browsingContext.activate",
-        json!({"context": context}),
-        COMMAND_WAIT,
-    )
-    .await
-    .map_err(bidi_error)?;
-    Ok(())
-}
+use super::context::{COMMAND_WAIT, NAVIGATE_WAIT, activate, agent, contexts, target_tab};
+use super::keys::{key_value, typed_keys};
 
 /// Resolves `target` in the tab's current document for `need` (pointer,
 /// editable, scroll) and returns its viewport point.
@@ -256,70 +85,25 @@ async fn perform(bidi: &Bidi, context: &str, actions: Value) -> Result<(), Error
     r.map(|_| ()).map_err(bidi_error)
 }
 
-fn pointer(steps: Vec<Value>) -> Value {
-    json!([{"type": "pointer", "id": "sandtop-mouse", "parameters": {"pointerType": "mouse"}, "actions": steps}])
-}
-
-/// WebDriver's code for a key name, or the single character itself.
-fn key_value(name: &str) -> Option<String> {
-    let code = match name.to_ascii_lowercase().as_str() {
-        "enter" | "return" => '\u{E007}',
-        "tab" => '\u{E004}',
-        "escape" | "esc" => '\u{E00C}',
-        "backspace" => '\u{E003}',
-        "delete" | "del" => '\u{E017}',
-        "insert" => '\u{E016}',
-        "space" | " " => ' ',
-        "arrowup" | "up" => '\u{E013}',
-        "arrowdown" | "down" => '\u{E015}',
-        "arrowleft" | "left" => '\u{E012}',
-        "arrowright" | "right" => '\u{E014}',
-        "home" => '\u{E011}',
-        "end" => '\u{E010}',
-        "pageup" => '\u{E00E}',
-        "pagedown" => '\u{E00F}',
-        "control" | "ctrl" => '\u{E009}',
-        "alt" => '\u{E00A}',
-        "shift" => '\u{E008}',
-        "meta" | "super" | "cmd" | "command" | "win" => '\u{E03D}',
-        "f1" => '\u{E031}',
-        "f2" => '\u{E032}',
-        "f3" => '\u{E033}',
-        "f4" => '\u{E034}',
-        "f5" => '\u{E035}',
-        "f6" => '\u{E036}',
-        "f7" => '\u{E037}',
-        "f8" => '\u{E038}',
-        "f9" => '\u{E039}',
-        "f10" => '\u{E03A}',
-        "f11" => '\u{E03B}',
-        "f12" => '\u{E03C}',
-        _ => {
-            let mut chars = name.chars();
-            let c = chars.next()?;
-            if chars.next().is_some() || c.is_control() {
-                return None;
-            }
-            return Some(c.to_string());
-        }
-    };
-    Some(code.to_string())
-}
-
-fn typed_keys(text: &str) -> Vec<Value> {
-    let mut steps = Vec::with_capacity(text.len() * 2);
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        let value = match c {
-            '\r' if chars.peek() == Some(&'\n') => continue,
-            '\n' | '\r' => "\u{E007}".to_string(),
-            '\t' => "\u{E004}".to_string(),
-            c => c.to_string(),
-        };
-        steps.push(json!({"type": "keyDown", "value": value}));
-        steps.push(json!({"type": "keyUp", "value": value}));
-    }
-    steps
+/// Shows the tab, resolves `target` for pointer input (attached, visible,
+/// not covered), moves the mouse to it, then performs `then` there.
+async fn pointer_at(
+    bidi: &Bidi,
+    tab_id: Option<&str>,
+    target: &str,
+    then: &[Value],
+) -> Result<(), ErrorBody> {
+    let ctx = target_tab(bidi, tab_id).await?;
+    activate(bidi, &ctx).await?;
+    let (x, y) = locate(bidi, &ctx, target, "pointer").await?;
+    let mut steps = vec![json!({"type": "pointerMove", "x": x, "y": y, "origin": "viewport"})];
+    steps.extend_from_slice(then);
+    perform(
+        bidi,
+        &ctx,
+        json!([{"type": "pointer", "id": "sandtop-mouse", "parameters": {"pointerType": "mouse"}, "actions": steps}]),
+    )
+    .await
 }
 
 async fn viewport(bidi: &Bidi, context: &str) -> Result<(u64, u64), ErrorBody> {
@@ -473,33 +257,20 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
             Ok(BrowserOutcome::Read(read_report(v)?))
         }
         BrowserCall::Click { tab_id, target } => {
-            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
-            activate(bidi, &ctx).await?;
-            let (x, y) = locate(bidi, &ctx, target, "pointer").await?;
-            perform(
+            pointer_at(
                 bidi,
-                &ctx,
-                pointer(vec![
-                    json!({"type": "pointerMove", "x": x, "y": y, "origin": "viewport"}),
+                tab_id.as_deref(),
+                target,
+                &[
                     json!({"type": "pointerDown", "button": 0}),
                     json!({"type": "pointerUp", "button": 0}),
-                ]),
+                ],
             )
             .await?;
             Ok(BrowserOutcome::Done)
         }
         BrowserCall::Hover { tab_id, target } => {
-            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
-            activate(bidi, &ctx).await?;
-            let (x, y) = locate(bidi, &ctx, target, "pointer").await?;
-            perform(
-                bidi,
-                &ctx,
-                pointer(vec![
-                    json!({"type": "pointerMove", "x": x, "y": y, "origin": "viewport"}),
-                ]),
-            )
-            .await?;
+            pointer_at(bidi, tab_id.as_deref(), target, &[]).await?;
             Ok(BrowserOutcome::Done)
         }
         BrowserCall::ScrollTo { tab_id, target } => {
@@ -716,23 +487,6 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn key_names_map_to_webdriver_codes_or_single_characters() {
-        assert_eq!(key_value("Enter").as_deref(), Some("\u{E007}"));
-        assert_eq!(key_value("CTRL").as_deref(), Some("\u{E009}"));
-        assert_eq!(key_value("a").as_deref(), Some("a"));
-        assert_eq!(key_value("é").as_deref(), Some("é"));
-        assert_eq!(key_value("NoSuchKey"), None);
-        assert_eq!(key_value("\u{7}"), None);
-    }
-
-    #[test]
-    fn typed_text_becomes_key_pairs_with_newlines_as_enter() {
-        let steps = typed_keys("a\r\nb");
-        let values: Vec<&str> = steps.iter().map(|s| s["value"].as_str().unwrap()).collect();
-        assert_eq!(values, ["a", "a", "\u{E007}", "\u{E007}", "b", "b"]);
-    }
 
     #[test]
     fn only_web_urls_are_opened() {

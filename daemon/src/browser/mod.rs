@@ -8,13 +8,16 @@
 //!   did not start is never attached to: the port comes from our own
 //!   profile, and Firefox accepts one BiDi session, which we hold.
 //! - [`bidi`] is the WebSocket client; `page.js` is the agent evaluated in
-//!   a BiDi sandbox realm of each document (reads, refs, element geometry);
-//!   [`members`] carries out each member with them.
+//!   a BiDi sandbox realm of each document (reads, refs, element geometry),
+//!   run by `context` (which also lists the tabs); `members` carries out
+//!   each member with them; `keys` maps key names.
 //! - [`BrowserService`] starts the browser on first use, restarts it when
 //!   it died, and runs one call at a time (the API also holds the input
 //!   gate, so a browser call and a computer action never interleave).
 
 pub mod bidi;
+mod context;
+mod keys;
 mod members;
 
 use std::path::{Path, PathBuf};
@@ -193,9 +196,8 @@ impl BrowserService {
     /// Carries out one call and reads the state after it (also after a
     /// failed call: the error then carries no state, and the host reads it
     /// with [`BrowserService::state`]).
+    /// The call's arguments were checked by the API (`BrowserCall::check`).
     pub async fn call(&self, call: &BrowserCall) -> Result<BrowserReply, ErrorBody> {
-        call.check()
-            .map_err(|m| ErrorBody::new(ErrorCode::InvalidAction, m))?;
         let started = Instant::now();
         let mut guard = self.ready().await?;
         let browser = guard.as_mut().ok_or_else(internal)?;
@@ -207,7 +209,7 @@ impl BrowserService {
             }
             other => other?,
         };
-        let state = members::state(&browser.bidi).await?;
+        let state = context::state(&browser.bidi).await?;
         Ok(BrowserReply {
             outcome,
             state,
@@ -219,7 +221,7 @@ impl BrowserService {
     pub async fn state(&self) -> Result<sandtop_protocol::BrowserState, ErrorBody> {
         let mut guard = self.ready().await?;
         let browser = guard.as_mut().ok_or_else(internal)?;
-        members::state(&browser.bidi).await
+        context::state(&browser.bidi).await
     }
 
     /// Stops the browser (daemon shutdown).

@@ -31,7 +31,7 @@ use sandtop_protocol::browser::{
 use sandtop_protocol::{BrowserCall, ErrorCode};
 use serde_json::{Map, Value, json};
 
-use crate::egress::policy::{Host, Origin};
+use crate::egress::policy::Origin;
 
 /// The opt-in members of the seed (issue 14): named, never offered by
 /// default, and not implemented by this driver yet.
@@ -737,11 +737,6 @@ fn inert_json(v: &Value) -> String {
     } else {
         s
     }
-}
-
-/// `Host` re-exported for tests of the policy's parsing.
-pub fn host_of(url: &str) -> Option<Host> {
-    url_origin(url).map(|o| o.host)
 }
 
 #[cfg(test)]
