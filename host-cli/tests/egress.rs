@@ -8,8 +8,13 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use host_cli::egress::limits::Limits;
 use host_cli::egress::policy::{Policy, Verdict};
 use host_cli::egress::proxy::{self, Answer, Proxy, Question, Resolver};
+use host_cli::egress::service::{self, Attached, Clients};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
@@ -58,6 +63,8 @@ struct Fx {
     origin: SocketAddr,
     journal: Arc<Mutex<Vec<Value>>>,
     state: Arc<Proxy>,
+    /// The attached control client (see [`operate`]).
+    clients: Clients,
 }
 
 async fn fx(mode: &str, allow_private: &[&str]) -> Fx {
@@ -67,6 +74,15 @@ async fn fx(mode: &str, allow_private: &[&str]) -> Fx {
 /// `host`: this host's addresses as the proxy should see them (None: the
 /// real ones).
 async fn fx_with(mode: &str, allow_private: &[&str], host: Option<Vec<IpAddr>>) -> Fx {
+    fx_limits(mode, allow_private, host, Limits::default()).await
+}
+
+async fn fx_limits(
+    mode: &str,
+    allow_private: &[&str],
+    host: Option<Vec<IpAddr>>,
+    limits: Limits,
+) -> Fx {
     let origin = origin_server().await;
     let lo: IpAddr = "127.0.0.1".parse().unwrap();
     let mut resolver = Resolver::default();
@@ -99,6 +115,8 @@ async fn fx_with(mode: &str, allow_private: &[&str], host: Option<Vec<IpAddr>>) 
     }
     let journal = Arc::new(Mutex::new(Vec::new()));
     let j = Arc::clone(&journal);
+    let clients: Clients = Arc::default();
+    let c = Arc::clone(&clients);
     let policy = Policy {
         mode: mode
             .replace("PORT", &origin.port().to_string())
@@ -106,10 +124,14 @@ async fn fx_with(mode: &str, allow_private: &[&str], host: Option<Vec<IpAddr>>) 
             .unwrap(),
         allow_private: allow_private.iter().map(|c| c.parse().unwrap()).collect(),
     };
-    let mut state = Proxy::new(
+    let mut state = Proxy::with_limits(
         policy,
         resolver,
-        Arc::new(move |v| j.lock().unwrap().push(v)),
+        Arc::new(move |v| {
+            service::forward(&c, &v);
+            j.lock().unwrap().push(v);
+        }),
+        limits,
     );
     if let Some(h) = host {
         state = state.with_host_addresses(h);
@@ -123,6 +145,7 @@ async fn fx_with(mode: &str, allow_private: &[&str], host: Option<Vec<IpAddr>>) 
         origin,
         journal,
         state,
+        clients,
     }
 }
 
@@ -511,4 +534,268 @@ async fn ask_mode_asks_once_per_origin_and_denies_by_default() {
         p.judge_origin(&"https://x.test".parse().unwrap(), &[]),
         Verdict::Ask
     );
+}
+
+/// A run's operator, scripted: each origin question takes the next answer
+/// from `answers`, waiting for it as long as it takes (a person at a
+/// terminal); what the proxy journals lands in `seen` (the trajectory).
+struct Scripted {
+    answers: std::sync::mpsc::Receiver<Answer>,
+    asked: Arc<Mutex<Vec<String>>>,
+    seen: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Attached for Scripted {
+    fn answer(&mut self, origin: &str) -> Answer {
+        self.asked.lock().unwrap().push(origin.to_string());
+        self.answers.recv().unwrap_or(Answer::Deny)
+    }
+
+    fn journal(&mut self, entry: &Value) {
+        self.seen.lock().unwrap().push(entry.clone());
+    }
+}
+
+/// An attached run, as `host-cli run` attaches: the proxy's control socket
+/// served as `host-cli egress-proxy` serves it, and `service::attach`
+/// with a scripted operator.
+struct Operator {
+    answers: std::sync::mpsc::Sender<Answer>,
+    asked: Arc<Mutex<Vec<String>>>,
+    seen: Arc<Mutex<Vec<Value>>>,
+    /// How often `attach` called its `on_cancel` (the run's interrupt).
+    cancels: Arc<AtomicUsize>,
+    _dir: tempfile::TempDir,
+}
+
+async fn operate(f: &Fx) -> Operator {
+    let dir = tempfile::tempdir().unwrap();
+    let control = dir.path().join("egress-control.sock");
+    let l = tokio::net::UnixListener::bind(&control).unwrap();
+    tokio::spawn(service::serve_control(
+        Arc::clone(&f.state),
+        l,
+        Arc::clone(&f.clients),
+    ));
+    let (answers, rx) = std::sync::mpsc::channel();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let cancels = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&cancels);
+    service::attach(
+        &control,
+        Box::new(Scripted {
+            answers: rx,
+            asked: Arc::clone(&asked),
+            seen: Arc::clone(&seen),
+        }),
+        Box::new(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        }),
+    )
+    .await
+    .unwrap();
+    let t0 = Instant::now();
+    while !f.state.attached() {
+        assert!(t0.elapsed() < Duration::from_secs(5), "never attached");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Operator {
+        answers,
+        asked,
+        seen,
+        cancels,
+        _dir: dir,
+    }
+}
+
+/// The `egress_answer` entries of a journal for `origin`.
+fn answers_for(journal: &Mutex<Vec<Value>>, origin: &str) -> Vec<Value> {
+    journal
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "egress_answer" && e["origin"] == origin)
+        .cloned()
+        .collect()
+}
+
+/// Waits until `cond` holds (at most 5 s).
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < Duration::from_secs(5), "waited for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Seed 004: "cancelling an approval request does not cancel the task".
+/// `cancel` refuses that one request: the run is not interrupted, nothing
+/// is remembered, and the origin's next request asks again.
+#[tokio::test]
+async fn origin_cancel_refuses_that_request_only_and_the_run_goes_on() {
+    let f = fx("ask", &["127.0.0.0/8"]).await;
+    let op = operate(&f).await;
+    let origin = format!("http://other.test:{}", f.origin.port());
+    op.answers.send(Answer::Cancel).unwrap();
+    let r = get(&f, "other.test").await;
+    assert!(r.starts_with("HTTP/1.1 403"), "{r}");
+    assert!(
+        r.contains(&format!(
+            "the operator answered Cancel for {origin}: this request only"
+        )),
+        "{r}"
+    );
+    assert_eq!(
+        op.cancels.load(Ordering::SeqCst),
+        0,
+        "cancel stopped the run"
+    );
+    assert!(f.state.decided().is_empty(), "{:?}", f.state.decided());
+    assert!(f.state.open_questions().is_empty());
+    // The task goes on: the next request to that origin asks again, and
+    // this answer (approve) lasts.
+    op.answers.send(Answer::Approve).unwrap();
+    let r = get(&f, "other.test").await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    let r = get(&f, "other.test").await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert_eq!(
+        *op.asked.lock().unwrap(),
+        vec![origin.clone(), origin.clone()]
+    );
+    assert_eq!(op.cancels.load(Ordering::SeqCst), 0);
+    // Both answers are journaled as the operator's, and reach the run.
+    let answers = answers_for(&f.journal, &origin);
+    let words: Vec<&Value> = answers.iter().map(|e| &e["answer"]).collect();
+    assert_eq!(words, ["cancel", "approve"], "{answers:?}");
+    assert!(
+        answers.iter().all(|e| e["by_operator"] == true),
+        "{answers:?}"
+    );
+    until("the run's copy of the answers", || {
+        answers_for(&op.seen, &origin).len() == 2
+    })
+    .await;
+}
+
+/// A question nobody answers refuses the waiting requests at the timeout
+/// (here 400 ms; 120 s by default), but stays open: no second question is
+/// put for the origin, and the operator's late answer is journaled and
+/// lasts for the session — a late approve lets the next request through
+/// without a question, a late deny refuses it without one.
+#[tokio::test]
+async fn an_unanswered_origin_question_refuses_at_the_timeout_and_a_late_answer_lasts() {
+    let timeout = Duration::from_millis(400);
+    let f = fx_limits(
+        "ask",
+        &["127.0.0.0/8"],
+        None,
+        Limits {
+            ask_timeout: timeout,
+            ..Limits::default()
+        },
+    )
+    .await;
+    let op = operate(&f).await;
+    let port = f.origin.port();
+    let other = format!("http://other.test:{port}");
+    let blocked = format!("http://blocked.test:{port}");
+    for _ in 0..2 {
+        let t0 = Instant::now();
+        let r = get(&f, "other.test").await;
+        let took = t0.elapsed();
+        assert!(r.starts_with("HTTP/1.1 403"), "{r}");
+        assert!(r.contains("did not answer within 400ms"), "{r}");
+        assert!(r.contains("the question stays open"), "{r}");
+        assert!(took >= timeout && took < Duration::from_secs(3), "{took:?}");
+        // Still one question, still open.
+        assert_eq!(*op.asked.lock().unwrap(), vec![other.clone()]);
+        assert_eq!(
+            f.state
+                .open_questions()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            vec![other.clone()]
+        );
+    }
+    let timed_out = answers_for(&f.journal, &other);
+    assert_eq!(timed_out.len(), 2, "{timed_out:?}");
+    assert!(
+        timed_out
+            .iter()
+            .all(|e| e["timed_out"] == true && e["by_operator"] == false),
+        "{timed_out:?}"
+    );
+    assert!(f.state.decided().is_empty());
+    // The operator approves, late: remembered and journaled.
+    op.answers.send(Answer::Approve).unwrap();
+    until("the late approve", || !f.state.decided().is_empty()).await;
+    assert!(f.state.open_questions().is_empty());
+    let late = answers_for(&f.journal, &other);
+    assert_eq!(late.len(), 3, "{late:?}");
+    assert_eq!(late[2]["answer"], "approve");
+    assert_eq!(late[2]["by_operator"], true);
+    assert_eq!(late[2]["late"], true);
+    until("the run's copy of the late answer", || {
+        answers_for(&op.seen, &other)
+            .iter()
+            .any(|e| e["late"] == true && e["answer"] == "approve")
+    })
+    .await;
+    let r = get(&f, "other.test").await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert_eq!(op.asked.lock().unwrap().len(), 1, "asked again");
+    // A late deny lasts too.
+    let r = get(&f, "blocked.test").await;
+    assert!(r.contains("did not answer within 400ms"), "{r}");
+    op.answers.send(Answer::Deny).unwrap();
+    until("the late deny", || f.state.decided().len() == 2).await;
+    let r = get(&f, "blocked.test").await;
+    assert!(r.starts_with("HTTP/1.1 403"), "{r}");
+    assert!(
+        r.contains("denied by the operator earlier in this session"),
+        "{r}"
+    );
+    assert_eq!(
+        *op.asked.lock().unwrap(),
+        vec![other.clone(), blocked.clone()]
+    );
+    assert_eq!(
+        f.state.decided(),
+        vec![
+            (other.parse().unwrap(), true),
+            (blocked.parse().unwrap(), false)
+        ]
+    );
+    assert_eq!(op.cancels.load(Ordering::SeqCst), 0);
+}
+
+/// A late cancel remembers nothing: the question closes and the origin's
+/// next request asks again.
+#[tokio::test]
+async fn a_late_cancel_closes_the_question_and_the_origin_is_asked_again() {
+    let f = fx_limits(
+        "ask",
+        &["127.0.0.0/8"],
+        None,
+        Limits {
+            ask_timeout: Duration::from_millis(300),
+            ..Limits::default()
+        },
+    )
+    .await;
+    let op = operate(&f).await;
+    let other = format!("http://other.test:{}", f.origin.port());
+    let r = get(&f, "other.test").await;
+    assert!(r.contains("did not answer within 300ms"), "{r}");
+    op.answers.send(Answer::Cancel).unwrap();
+    until("the late cancel", || f.state.open_questions().is_empty()).await;
+    assert!(f.state.decided().is_empty());
+    op.answers.send(Answer::Approve).unwrap();
+    let r = get(&f, "other.test").await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert_eq!(*op.asked.lock().unwrap(), vec![other.clone(), other]);
+    assert_eq!(op.cancels.load(Ordering::SeqCst), 0);
 }

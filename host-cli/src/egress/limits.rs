@@ -9,6 +9,9 @@
 //!   keep its connection.
 //! - [`Limits::tunnel_idle`]: a CONNECT tunnel with no byte in either
 //!   direction for that long is closed.
+//! - [`Limits::ask_timeout`]: a request waits that long (120 s) for the
+//!   operator's answer to its origin question, then is refused; the
+//!   question stays open (issue 11 item 9).
 //! - [`JournalGate`]: the journal of decisions takes a burst of entries and
 //!   then a steady rate (a token bucket); what is over it is counted by
 //!   origin and decision (at most [`SUMMARY_KEYS`] of them, the rest
@@ -45,6 +48,10 @@ pub struct Limits {
     pub journal_per_sec: u32,
     /// The shortest time between two summaries.
     pub summary_every: Duration,
+    /// How long a request waits for the operator's answer to its origin
+    /// question before it is refused (the question stays open; a later
+    /// answer still lasts for the session).
+    pub ask_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -56,6 +63,7 @@ impl Default for Limits {
             journal_burst: 100,
             journal_per_sec: 10,
             summary_every: Duration::from_secs(5),
+            ask_timeout: super::proxy::ASK_TIMEOUT,
         }
     }
 }
@@ -418,6 +426,7 @@ mod tests {
             journal_burst: 20,
             journal_per_sec: 5,
             summary_every: Duration::from_secs(1),
+            ..Limits::default()
         };
         let px = Arc::new(
             Proxy::with_limits(

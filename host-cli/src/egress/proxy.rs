@@ -9,8 +9,13 @@
 //!    is a `Host` header that disagrees with the target.
 //! 3. The policy judges the origin: listed, denied, an IP literal, or (in
 //!    ask mode) a question to the operator, who answers approve, deny or
-//!    cancel (no operator, or no answer in time: deny). Answers last for
-//!    the session.
+//!    cancel. Approve and deny last for the session; cancel refuses the
+//!    requests waiting on that question only, and the run goes on (seed
+//!    004: cancelling an approval request does not cancel the task). No
+//!    operator attached: this request is refused. No answer within
+//!    [`Limits::ask_timeout`] (120 s): the waiting request is refused, but
+//!    the question stays open, and the operator's later answer still lasts
+//!    for the session (issue 11 item 9).
 //! 4. The proxy resolves the name itself and judges every address (the
 //!    refused ranges, this host's own addresses, metadata); it then
 //!    connects to exactly those addresses.
@@ -42,7 +47,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use rustls::server::Acceptor;
 
@@ -53,10 +58,35 @@ use super::policy::{Host, Origin, Policy, Scheme, Verdict, host_addresses, split
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Answer {
+    /// Allow the origin for the rest of the session.
     Approve,
+    /// Refuse the origin for the rest of the session.
     Deny,
-    /// Deny, and stop the task.
+    /// Refuse the requests waiting on this question only: nothing is
+    /// remembered, the origin's next request asks again, and the run goes
+    /// on (seed 004: cancelling an approval request does not cancel the
+    /// task; to stop it, stop the run).
     Cancel,
+}
+
+/// How an open question ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Answered(Answer),
+    /// The operator went away (the run detached) without answering.
+    Gone,
+}
+
+/// What the operator decided, and the questions still open. One lock, so
+/// a request that finds no decision also finds the question that will
+/// make it.
+#[derive(Debug, Default)]
+struct Decisions {
+    /// Origins the operator decided this session.
+    decided: Vec<(Origin, bool)>,
+    /// Questions asked and not answered yet (each request to the origin
+    /// waits on it, rather than asking again), timed out or not.
+    open: Vec<(Origin, watch::Receiver<Option<Outcome>>)>,
 }
 
 /// A question for the operator.
@@ -102,19 +132,21 @@ impl Resolver {
     }
 }
 
-/// How long a connection waits for the operator's answer.
+/// How long a request waits for the operator's answer (the default of
+/// [`Limits::ask_timeout`]); the question itself stays open.
 pub const ASK_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The proxy's shared state.
 pub struct Proxy {
     pub policy: Policy,
     pub resolver: Resolver,
-    /// Origins the operator decided this session.
-    decided: Mutex<Vec<(Origin, bool)>>,
-    /// Serialises questions, so one origin is asked once.
+    /// The operator's decisions and open questions (shared with the task
+    /// that waits for each answer).
+    decisions: Arc<Mutex<Decisions>>,
+    /// Serialises asking, so one origin has one open question.
     asking: tokio::sync::Mutex<()>,
     asker: Mutex<Option<mpsc::Sender<Question>>>,
-    journal: JournalGate,
+    journal: Arc<JournalGate>,
     limits: Limits,
     /// Places under [`Limits::max_connections`].
     slots: Arc<tokio::sync::Semaphore>,
@@ -161,10 +193,10 @@ impl Proxy {
         Proxy {
             policy,
             resolver,
-            decided: Mutex::new(Vec::new()),
+            decisions: Arc::default(),
             asking: tokio::sync::Mutex::new(()),
             asker: Mutex::new(None),
-            journal: JournalGate::new(journal, limits),
+            journal: Arc::new(JournalGate::new(journal, limits)),
             limits,
             slots: Arc::new(tokio::sync::Semaphore::new(limits.max_connections)),
             host_addresses: None,
@@ -189,16 +221,35 @@ impl Proxy {
         self
     }
 
+    /// Whether an operator is attached to answer questions.
+    pub fn attached(&self) -> bool {
+        self.asker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
     /// Sets (or clears) where questions go.
     pub fn set_asker(&self, asker: Option<mpsc::Sender<Question>>) {
         *self.asker.lock().unwrap_or_else(|p| p.into_inner()) = asker;
     }
 
-    fn decided(&self) -> Vec<(Origin, bool)> {
-        self.decided
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    fn decisions(&self) -> std::sync::MutexGuard<'_, Decisions> {
+        self.decisions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The origins the operator decided this session (true: approved).
+    pub fn decided(&self) -> Vec<(Origin, bool)> {
+        self.decisions().decided.clone()
+    }
+
+    /// Origins with a question the operator has not answered yet.
+    pub fn open_questions(&self) -> Vec<Origin> {
+        self.decisions()
+            .open
+            .iter()
+            .map(|(o, _)| o.clone())
+            .collect()
     }
 
     fn log(&self, origin: &Origin, via: &str, allowed: bool, reason: &str, addrs: &[IpAddr]) {
@@ -216,33 +267,7 @@ impl Proxy {
     async fn decide(&self, origin: &Origin, via: &str) -> Result<Vec<IpAddr>, String> {
         let mut verdict = self.policy.judge_origin(origin, &self.decided());
         if verdict == Verdict::Ask {
-            let _one_at_a_time = self.asking.lock().await;
-            // Someone may have answered for this origin while we waited.
-            verdict = self.policy.judge_origin(origin, &self.decided());
-            if verdict == Verdict::Ask {
-                let (answer, by_operator) = self.ask(origin).await;
-                let allow = answer == Answer::Approve;
-                // Only the operator's own answers last for the session: a
-                // denial because nobody was attached (or nobody answered in
-                // time) must not stop a run that attaches later from asking.
-                if by_operator {
-                    self.decided
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push((origin.clone(), allow));
-                }
-                self.journal.entry(json!({
-                    "kind": "egress_answer",
-                    "origin": origin.to_string(),
-                    "answer": answer,
-                    "by_operator": by_operator,
-                }));
-                verdict = if allow {
-                    Verdict::Allow
-                } else {
-                    Verdict::Deny(format!("the operator answered {answer:?} for {origin}"))
-                };
-            }
+            verdict = self.ask(origin).await;
         }
         if let Verdict::Deny(reason) = verdict {
             self.log(origin, via, false, &reason, &[]);
@@ -275,28 +300,108 @@ impl Proxy {
         }
     }
 
-    /// Asks the attached operator; the flag says whether the answer is
-    /// theirs (false: nobody attached, gone, or silent past the timeout).
-    async fn ask(&self, origin: &Origin) -> (Answer, bool) {
-        let asker = self.asker.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let Some(asker) = asker else {
-            return (Answer::Deny, false);
+    /// Asks the attached operator about `origin`, or joins the question
+    /// already open for it, and waits up to [`Limits::ask_timeout`] for
+    /// the answer. Only the operator's own approve and deny last for the
+    /// session: nobody attached refuses this request only, cancel refuses
+    /// the requests waiting on the question only, and a timeout refuses
+    /// this request but leaves the question open (its late answer is
+    /// recorded by [`settle`] when it comes).
+    async fn ask(&self, origin: &Origin) -> Verdict {
+        let mut open = {
+            let _one_at_a_time = self.asking.lock().await;
+            // Someone may have answered, or asked, while we waited.
+            let (verdict, open) = {
+                let d = self.decisions();
+                let open = d.open.iter().find(|(o, _)| o == origin);
+                (
+                    self.policy.judge_origin(origin, &d.decided),
+                    open.map(|(_, rx)| rx.clone()),
+                )
+            };
+            if verdict != Verdict::Ask {
+                return verdict;
+            }
+            match open {
+                Some(rx) => rx,
+                None => match self.pose(origin).await {
+                    Some(rx) => rx,
+                    None => {
+                        // Not remembered: a run that attaches later asks.
+                        self.journal.entry(json!({
+                            "kind": "egress_answer",
+                            "origin": origin.to_string(),
+                            "answer": Answer::Deny,
+                            "by_operator": false,
+                        }));
+                        return Verdict::Deny(format!("the operator answered Deny for {origin}"));
+                    }
+                },
+            }
         };
+        let timeout = self.limits.ask_timeout;
+        let outcome = match tokio::time::timeout(timeout, open.wait_for(Option::is_some)).await {
+            Ok(Ok(o)) => (*o).unwrap_or(Outcome::Gone),
+            Ok(Err(_)) => Outcome::Gone,
+            Err(_) => {
+                self.journal.entry(json!({
+                    "kind": "egress_answer",
+                    "origin": origin.to_string(),
+                    "answer": Answer::Deny,
+                    "by_operator": false,
+                    "timed_out": true,
+                    "question_open": true,
+                }));
+                return Verdict::Deny(format!(
+                    "the operator did not answer within {timeout:?} for {origin}; \
+                     the question stays open, and a later answer lasts for the session"
+                ));
+            }
+        };
+        match outcome {
+            Outcome::Answered(Answer::Approve) => Verdict::Allow,
+            Outcome::Answered(Answer::Cancel) => Verdict::Deny(format!(
+                "the operator answered Cancel for {origin}: this request only \
+                 (the origin will be asked about again)"
+            )),
+            Outcome::Answered(Answer::Deny) => {
+                Verdict::Deny(format!("the operator answered Deny for {origin}"))
+            }
+            Outcome::Gone => Verdict::Deny(format!(
+                "the operator went away without answering for {origin}"
+            )),
+        }
+    }
+
+    /// Sends the question to the attached operator and opens it; `None`
+    /// when nobody is attached (or the operator is gone).
+    async fn pose(&self, origin: &Origin) -> Option<watch::Receiver<Option<Outcome>>> {
+        let asker = self
+            .asker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()?;
         let (tx, rx) = oneshot::channel();
-        if asker
+        asker
             .send(Question {
                 origin: origin.clone(),
                 reply: tx,
             })
             .await
-            .is_err()
-        {
-            return (Answer::Deny, false);
-        }
-        match tokio::time::timeout(ASK_TIMEOUT, rx).await {
-            Ok(Ok(a)) => (a, true),
-            _ => (Answer::Deny, false),
-        }
+            .ok()?;
+        let (outcome, waiting) = watch::channel(None);
+        self.decisions()
+            .open
+            .push((origin.clone(), waiting.clone()));
+        tokio::spawn(settle(
+            rx,
+            outcome,
+            origin.clone(),
+            Arc::clone(&self.decisions),
+            Arc::clone(&self.journal),
+            self.limits.ask_timeout,
+        ));
+        Some(waiting)
     }
 
     /// Handles one request on a client connection.
@@ -563,6 +668,45 @@ where
             tracing::debug!(error = %e, "proxy connection ended");
         }
     });
+}
+
+/// Waits for the operator's answer to one question, however late, and
+/// closes it: approve and deny are remembered for the session, cancel and
+/// a departed operator are not; the answer is journaled (`late` when it
+/// came after the requests' timeout) and handed to the requests still
+/// waiting on it.
+async fn settle(
+    reply: oneshot::Receiver<Answer>,
+    outcome: watch::Sender<Option<Outcome>>,
+    origin: Origin,
+    decisions: Arc<Mutex<Decisions>>,
+    journal: Arc<JournalGate>,
+    timeout: Duration,
+) {
+    let asked = tokio::time::Instant::now();
+    let got = match reply.await {
+        Ok(a) => Outcome::Answered(a),
+        Err(_) => Outcome::Gone,
+    };
+    {
+        let mut d = decisions.lock().unwrap_or_else(|p| p.into_inner());
+        d.open.retain(|(o, _)| o != &origin);
+        if let Outcome::Answered(a @ (Answer::Approve | Answer::Deny)) = got {
+            d.decided.push((origin.clone(), a == Answer::Approve));
+        }
+    }
+    let (answer, by_operator) = match got {
+        Outcome::Answered(a) => (a, true),
+        Outcome::Gone => (Answer::Deny, false),
+    };
+    journal.entry(json!({
+        "kind": "egress_answer",
+        "origin": origin.to_string(),
+        "answer": answer,
+        "by_operator": by_operator,
+        "late": asked.elapsed() >= timeout,
+    }));
+    outcome.send_replace(Some(got));
 }
 
 /// The origin a request targets.

@@ -14,8 +14,12 @@
 //! 4. A `host-cli run` on the session attaches to the control socket: it
 //!    writes the decisions into its trajectory and answers the proxy's
 //!    questions (ask mode) on the operator's terminal — approve, deny or
-//!    cancel (cancel also stops the run). Without an attached run, or
-//!    without a terminal, a question is answered deny.
+//!    cancel. Cancel refuses the requests waiting on that question only;
+//!    the run goes on and the origin is asked about again (seed 004;
+//!    issue 11 item 9). Without an attached run, or without a terminal, a
+//!    question is answered deny. A request waits at most 120 s for the
+//!    answer; the question stays open, and a later answer still lasts for
+//!    the session.
 //! 5. `guest stop` ends the proxy with the guest.
 
 use std::collections::{BTreeMap, HashMap};
@@ -213,7 +217,15 @@ fn parse_owner(s: &str) -> anyhow::Result<(u32, u32)> {
     Ok((u.parse()?, g.parse()?))
 }
 
-type Clients = Arc<Mutex<Option<mpsc::UnboundedSender<Value>>>>;
+/// The attached control client, if any: journal entries go to it.
+pub type Clients = Arc<Mutex<Option<mpsc::UnboundedSender<Value>>>>;
+
+/// Sends a journal entry to the attached control client, if any.
+pub fn forward(client: &Clients, entry: &Value) {
+    if let Some(c) = client.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        let _ = c.send(json!({"type": "journal", "entry": entry}));
+    }
+}
 
 /// The body of `host-cli egress-proxy`.
 pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
@@ -259,9 +271,7 @@ pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                 );
                 let _ = journal_file.sync_data();
             }
-            if let Some(c) = c2.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-                let _ = c.send(json!({"type": "journal", "entry": v}));
-            }
+            forward(&c2, &v);
         }
     });
     let resolver = Resolver {
@@ -290,6 +300,17 @@ pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         }
     });
     tokio::spawn(proxy::serve_unix(Arc::clone(&proxy), guest));
+    serve_control(proxy, control, client).await
+}
+
+/// Serves the control socket: one operator at a time, who receives the
+/// journal (through `client`, which the proxy's journal [`forward`]s to)
+/// and answers the questions.
+pub async fn serve_control(
+    proxy: Arc<Proxy>,
+    control: tokio::net::UnixListener,
+    client: Clients,
+) -> anyhow::Result<()> {
     loop {
         let (stream, _) = control.accept().await?;
         // One operator at a time: a new client replaces the old one.
@@ -357,11 +378,16 @@ pub trait Attached: Send + 'static {
 }
 
 /// Attaches a run to the session's proxy. Returns `None` when the session
-/// has no proxy. Cancel answers call `on_cancel`.
+/// has no proxy.
+///
+/// `_on_cancel` is no longer called: a cancel answer refuses that origin's
+/// waiting requests only and the run goes on (seed 004: cancelling an
+/// approval request does not cancel the task; issue 11 item 9). It stays
+/// in the signature until its callers stop passing it.
 pub async fn attach(
     control: &Path,
     handler: Box<dyn Attached>,
-    on_cancel: Box<dyn Fn() + Send + Sync>,
+    _on_cancel: Box<dyn Fn() + Send + Sync>,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let stream = tokio::net::UnixStream::connect(control).await.ok()?;
     let handler = Arc::new(Mutex::new(handler));
@@ -389,9 +415,6 @@ pub async fn attach(
                     })
                     .await
                     .unwrap_or(Answer::Deny);
-                    if answer == Answer::Cancel {
-                        on_cancel();
-                    }
                     let word = match answer {
                         Answer::Approve => "approve",
                         Answer::Deny => "deny",
