@@ -28,7 +28,7 @@ pub enum Command {
     /// Run a task with the computer-use model on a guest. Without
     /// OPENAI_API_KEY it runs the offline exercise instead.
     #[command(after_help = EXIT_STATUS)]
-    Run(crate::agent::cmd::RunArgs),
+    Run(Box<crate::agent::cmd::RunArgs>),
     /// The offline exercise: the scripted model drives a real guest through
     /// the loop (approvals included) and the result is checked against the
     /// apps' own records.
@@ -222,7 +222,7 @@ question).";
 /// Runs the command line; returns the exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Run(a) => crate::agent::cmd::run(a).await,
+        Command::Run(a) => crate::agent::cmd::run(*a).await,
         Command::Exercise(a) => crate::agent::cmd::exercise(a).await,
         Command::Guest(g) => guest_command(g).await,
         Command::EgressProxy(a) => {

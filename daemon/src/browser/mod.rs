@@ -14,6 +14,8 @@
 //! - [`BrowserService`] starts the browser on first use, restarts it when
 //!   it died, and runs one call at a time (the API also holds the input
 //!   gate, so a browser call and a computer action never interleave).
+//!   Tests put a [`Backend`] of their own in Firefox's place, so the
+//!   host's toolset and loop run through the real API against a fake.
 
 pub mod bidi;
 mod context;
@@ -172,11 +174,23 @@ fn read_port(path: &Path) -> Option<u16> {
     u16::try_from(v.get("ws_port")?.as_u64()?).ok()
 }
 
+/// A future of the [`Backend`] trait.
+pub type BackendFuture<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, ErrorBody>> + Send + 'a>>;
+
+/// What stands in for Firefox in tests: carries out checked calls and
+/// reports the tabs, as the real driver does.
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    fn call<'a>(&'a self, call: &'a BrowserCall) -> BackendFuture<'a, BrowserReply>;
+    fn state(&self) -> BackendFuture<'_, sandtop_protocol::BrowserState>;
+}
+
 /// The daemon's browser: started on first use, one call at a time.
 #[derive(Debug)]
 pub struct BrowserService {
     config: Option<BrowserConfig>,
     browser: tokio::sync::Mutex<Option<Browser>>,
+    backend: Option<std::sync::Arc<dyn Backend>>,
 }
 
 impl BrowserService {
@@ -185,12 +199,22 @@ impl BrowserService {
         BrowserService {
             config,
             browser: tokio::sync::Mutex::new(None),
+            backend: None,
+        }
+    }
+
+    /// A service whose calls go to `backend` instead of a Firefox (tests).
+    pub fn with_backend(backend: std::sync::Arc<dyn Backend>) -> BrowserService {
+        BrowserService {
+            config: None,
+            browser: tokio::sync::Mutex::new(None),
+            backend: Some(backend),
         }
     }
 
     /// Whether a browser can be used at all.
     pub fn configured(&self) -> bool {
-        self.config.is_some()
+        self.config.is_some() || self.backend.is_some()
     }
 
     /// Carries out one call and reads the state after it (also after a
@@ -198,6 +222,9 @@ impl BrowserService {
     /// with [`BrowserService::state`]).
     /// The call's arguments were checked by the API (`BrowserCall::check`).
     pub async fn call(&self, call: &BrowserCall) -> Result<BrowserReply, ErrorBody> {
+        if let Some(b) = &self.backend {
+            return b.call(call).await;
+        }
         let started = Instant::now();
         let mut guard = self.ready().await?;
         let browser = guard.as_mut().ok_or_else(internal)?;
@@ -219,6 +246,9 @@ impl BrowserService {
 
     /// The tabs, read now.
     pub async fn state(&self) -> Result<sandtop_protocol::BrowserState, ErrorBody> {
+        if let Some(b) = &self.backend {
+            return b.state().await;
+        }
         let mut guard = self.ready().await?;
         let browser = guard.as_mut().ok_or_else(internal)?;
         context::state(&browser.bidi).await

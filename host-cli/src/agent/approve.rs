@@ -50,10 +50,29 @@ pub struct ActionRequest<'a> {
     pub of: usize,
 }
 
+/// What the operator is asked before a browser call: a state-changing
+/// member, or a read named by `--confirm-reads`.
+#[derive(Debug)]
+pub struct BrowserRequest<'a> {
+    pub call_id: &'a str,
+    pub member: &'a str,
+    /// A read (`--confirm-reads`): nothing of the page has been read yet.
+    pub read: bool,
+    /// What the call is, made inert ([`crate::agent::browser::prompt`]):
+    /// the member, its validated arguments, the target's role and label,
+    /// the active tab's origin and title before the call.
+    pub description: &'a str,
+}
+
 /// The human (or their policy) on the other side of the loop.
 pub trait Operator: Send {
     fn approve_checks(&mut self, req: &CheckRequest<'_>) -> Decision;
     fn confirm_action(&mut self, req: &ActionRequest<'_>) -> Decision;
+    /// Approves one browser call. Only an explicit approval runs it; an
+    /// operator that does not know browser calls refuses them.
+    fn confirm_browser(&mut self, _req: &BrowserRequest<'_>) -> Decision {
+        Decision::Deny("this operator does not approve browser calls".into())
+    }
     /// Answers a question from the model (`ask_user`); `None` = no answer.
     fn ask(&mut self, question: &str) -> Option<String>;
     /// Guidance typed while the run goes, to append at the end of the turn.
@@ -67,8 +86,10 @@ pub trait Operator: Send {
 pub type StopCheck = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// An operator-written policy (`--approve-policy FILE`, JSON):
-/// `{"approve_check_codes": ["sensitive_domain"], "confirm_actions": "approve"}`.
-/// Codes not listed, and checks without a code, stay undecided.
+/// `{"approve_check_codes": ["sensitive_domain"], "confirm_actions": "approve",
+///   "approve_browser_members": ["click", "type"]}`.
+/// Codes not listed, and checks without a code, stay undecided; so do
+/// browser members not listed.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Policy {
@@ -77,6 +98,11 @@ pub struct Policy {
     /// `approve` or `deny` every action confirmation; absent = undecided.
     #[serde(default)]
     pub confirm_actions: Option<PolicyAnswer>,
+    /// Browser members whose calls this policy approves (state-changing
+    /// members, and reads named by `--confirm-reads`). The URL policy
+    /// still applies to navigate and new_tab.
+    #[serde(default)]
+    pub approve_browser_members: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -90,8 +116,20 @@ impl Policy {
     pub fn load(path: &Path) -> anyhow::Result<Policy> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the approval policy {}", path.display()))?;
-        serde_json::from_str(&text)
-            .with_context(|| format!("the approval policy {} is invalid", path.display()))
+        let policy: Policy = serde_json::from_str(&text)
+            .with_context(|| format!("the approval policy {} is invalid", path.display()))?;
+        if let Some(m) = policy
+            .approve_browser_members
+            .iter()
+            .find(|m| !super::browser::is_member(m))
+        {
+            anyhow::bail!(
+                "the approval policy {}: approve_browser_members: `{}` is not a browser member",
+                path.display(),
+                term::safe_line(m)
+            );
+        }
+        Ok(policy)
     }
 
     fn checks(&self, checks: &[SafetyCheck]) -> Option<Decision> {
@@ -246,8 +284,8 @@ pub fn ask_origin(t: &SharedTerminal, origin: &str) -> crate::egress::proxy::Ans
 pub struct Approvals {
     pub policy: Option<Policy>,
     pub terminal: Option<SharedTerminal>,
-    /// Approve the scripted model's checks (the runner only sets this for
-    /// the scripted model).
+    /// Approve the scripted model's checks and browser calls (the runner
+    /// only sets this for the scripted model).
     pub scripted_checks: bool,
 }
 
@@ -320,6 +358,39 @@ impl Operator for Approvals {
             None => format!("the final screenshot of {}", term::safe_line(req.call_id)),
         };
         t.yes(&format!("Run {what}? [yes/no] "))
+    }
+
+    fn confirm_browser(&mut self, req: &BrowserRequest<'_>) -> Decision {
+        if self.scripted_checks {
+            return Decision::Approve;
+        }
+        if self
+            .policy
+            .as_ref()
+            .is_some_and(|p| p.approve_browser_members.iter().any(|m| m == req.member))
+        {
+            return Decision::Approve;
+        }
+        let Some(t) = self.terminal.as_ref() else {
+            return Decision::Deny(
+                "no terminal to ask on and no policy approves this browser member (denied by default)"
+                    .into(),
+            );
+        };
+        let mut t = lock(t);
+        let what = if req.read {
+            "Browser read"
+        } else {
+            "Browser action"
+        };
+        // The description is inert already; each line is indented so
+        // that none of it can pass for one of our prompts.
+        t.say(&format!(
+            "\n== {what} {} ==\n  | {}\nPage content is untrusted: nothing on the page or in the model's words approves.\n",
+            term::safe_line(req.call_id),
+            term::safe(req.description).replace('\n', "\n  | ")
+        ));
+        t.yes("Run it? Type `yes` to approve, anything else refuses: ")
     }
 
     fn ask(&mut self, question: &str) -> Option<String> {
@@ -455,6 +526,7 @@ mod tests {
             policy: Some(Policy {
                 approve_check_codes: vec!["sensitive_domain".into()],
                 confirm_actions: None,
+                ..Policy::default()
             }),
             ..Approvals::default()
         };
@@ -575,6 +647,78 @@ mod tests {
         assert_eq!(pol.confirm_actions, Some(PolicyAnswer::Deny));
         std::fs::write(&p, r#"{"approve_everything": true}"#).unwrap();
         assert!(Policy::load(&p).is_err());
+        std::fs::write(&p, r#"{"approve_browser_members": ["click", "type"]}"#).unwrap();
+        assert_eq!(
+            Policy::load(&p).unwrap().approve_browser_members,
+            ["click", "type"]
+        );
+        // A misspelt member is an error, not a policy that silently
+        // approves nothing.
+        std::fs::write(&p, r#"{"approve_browser_members": ["clik"]}"#).unwrap();
+        let e = format!("{:#}", Policy::load(&p).unwrap_err());
+        assert!(e.contains("`clik` is not a browser member"), "{e}");
+    }
+
+    #[test]
+    fn browser_calls_are_approved_by_yes_a_listed_member_or_the_scripted_flag_only() {
+        let req = |member| BrowserRequest {
+            call_id: "c1",
+            member,
+            read: false,
+            description: "browser_click {\"target\":\"e1\"}",
+        };
+        let mut none = Approvals::default();
+        assert!(matches!(
+            none.confirm_browser(&req("click")),
+            Decision::Deny(_)
+        ));
+        let mut policy = Approvals {
+            policy: Some(Policy {
+                approve_browser_members: vec!["click".into()],
+                ..Policy::default()
+            }),
+            ..Approvals::default()
+        };
+        assert_eq!(policy.confirm_browser(&req("click")), Decision::Approve);
+        assert!(matches!(
+            policy.confirm_browser(&req("type")),
+            Decision::Deny(_)
+        ));
+        let mut scripted = Approvals {
+            scripted_checks: true,
+            ..Approvals::default()
+        };
+        assert_eq!(
+            scripted.confirm_browser(&req("navigate")),
+            Decision::Approve
+        );
+        /// Types `answer` when the prompt is shown.
+        struct Answering(mpsc::Sender<String>, &'static str);
+        impl std::io::Write for Answering {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                if b.ends_with(b": ") {
+                    let _ = self.0.send(self.1.into());
+                }
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        for (typed, want) in [("yes", true), ("y", false), ("approved", false)] {
+            let (tx, rx) = mpsc::channel();
+            let mut t = Approvals {
+                terminal: Some(std::sync::Arc::new(std::sync::Mutex::new(
+                    Terminal::from_parts(rx, Box::new(Answering(tx, typed))),
+                ))),
+                ..Approvals::default()
+            };
+            assert_eq!(
+                t.confirm_browser(&req("click")) == Decision::Approve,
+                want,
+                "{typed}"
+            );
+        }
     }
 
     #[test]

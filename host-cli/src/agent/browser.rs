@@ -68,6 +68,8 @@ pub const ACTION_REFUSED: &str =
 pub const NAVIGATION_REFUSED: &str = "Browser navigation was not approved.";
 /// A call skipped because an earlier browser call of the response failed.
 pub const SKIPPED: &str = "Not executed: an earlier browser action in this turn failed.";
+/// A call of a member that is not enabled.
+pub const DISABLED: &str = "Browser tool is disabled.";
 
 /// The kind of one argument, as the seed's SDK names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,6 +254,11 @@ pub struct Toolset {
     confirm_reads: BTreeSet<&'static str>,
 }
 
+/// Whether `name` is a member of the seed's toolset (default or opt-in).
+pub fn is_member(name: &str) -> bool {
+    known(name).is_some()
+}
+
 fn known(name: &str) -> Option<&'static str> {
     DEFAULT_MEMBERS
         .iter()
@@ -381,6 +388,13 @@ impl Toolset {
             .is_some_and(|m| known(m).is_some())
     }
 
+    /// The enabled member a tool name (`browser_<member>`) calls, if it is
+    /// enabled.
+    pub fn enabled(&self, name: &str) -> Option<&'static str> {
+        name.strip_prefix("browser_")
+            .and_then(|m| self.members.iter().find(|e| **e == m).copied())
+    }
+
     /// Whether this (enabled) member changes state and so needs approval.
     pub fn needs_approval(member: &str) -> bool {
         !READ_ONLY.contains(&member)
@@ -396,11 +410,8 @@ impl Toolset {
     /// with valid values, a URL is inside the policy, and `type` names its
     /// target. The error is the model-facing text.
     pub fn prepare(&self, name: &str, arguments: &str) -> Result<Prepared, String> {
-        let member = name
-            .strip_prefix("browser_")
-            .and_then(|m| self.members.iter().find(|e| **e == m).copied())
-            .ok_or_else(|| "Browser tool is disabled.".to_string())?;
-        let (_, fields) = member_spec(member).ok_or("Browser tool is disabled.")?;
+        let member = self.enabled(name).ok_or(DISABLED)?;
+        let (_, fields) = member_spec(member).ok_or(DISABLED)?;
         let args: Value = serde_json::from_str(arguments)
             .map_err(|_| "Browser arguments must be valid JSON.".to_string())?;
         let obj = args
@@ -650,27 +661,35 @@ pub fn output(
     result: Result<Value, String>,
     image: Option<&BrowserImage>,
 ) -> Value {
-    let mut payload = json!({"ok": result.is_ok()});
+    // The seed's SDK writes `ok`, `state`, then `result` or `error`, in
+    // that order; so do we (serde_json's maps would sort the keys).
+    let mut payload = format!("{{\"ok\":{}", result.is_ok());
     if let Some(s) = state {
-        payload["state"] = s;
+        payload.push_str(&format!(",\"state\":{s}"));
     }
     match result {
         Ok(r) => {
             if image.is_none() {
-                payload["result"] = r;
+                payload.push_str(&format!(",\"result\":{r}"));
             }
         }
-        Err(e) => payload["error"] = Value::String(e),
+        Err(e) => payload.push_str(&format!(",\"error\":{}", Value::String(e))),
     }
-    let mut content = vec![json!({"type": "input_text", "text": payload.to_string()})];
+    payload.push('}');
+    let mut content = vec![json!({"type": "input_text", "text": payload})];
     if let Some(img) = image {
         content.push(json!({
             "type": "input_image",
-            "image_url": format!("data:image/png;base64,{}", img.png_base64),
+            "image_url": image_url(img),
             "detail": "original",
         }));
     }
     json!({"type": "function_call_output", "call_id": call_id, "output": content})
+}
+
+/// The data URL of a browser image, as the model gets it.
+pub fn image_url(img: &BrowserImage) -> String {
+    format!("data:image/png;base64,{}", img.png_base64)
 }
 
 /// The result of a successful outcome, validated for its member.

@@ -17,6 +17,8 @@ use serde_json::{Value, json};
 
 use super::scripted::{Script, computer_call, message};
 
+pub mod browser;
+
 /// What the exercise types into the form.
 pub const FORM_NAME: &str = "Zoë Ångström-Łukasz 山田太郎";
 pub const FORM_EMAIL: &str = "zoe.angstrom@example.test";

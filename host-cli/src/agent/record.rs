@@ -177,6 +177,16 @@ pub enum Entry {
         call_id: String,
         after: String,
     },
+    /// The operator's decision on a browser call (a state-changing
+    /// member, or a read named by `--confirm-reads`).
+    BrowserApproval {
+        step: u32,
+        call_id: String,
+        member: String,
+        read: bool,
+        /// `approved`, or `refused: why`.
+        decision: String,
+    },
     AskUser {
         step: u32,
         call_id: String,

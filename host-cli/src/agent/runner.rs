@@ -44,6 +44,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use super::approve::{self, ActionRequest, CheckRequest, Decision, Operator};
+use super::browser::Toolset;
 use super::diagnostics::{Diagnostic, Diagnostics, FileDiagnostics};
 use super::model::Model;
 use super::preflight::{self, Refusal};
@@ -53,6 +54,8 @@ use super::record::{
 };
 use super::wire::{self, OutputItem, RequestParts, SafetyCheck, ToolShape, Usage};
 use crate::channel::{Channel, ChannelError};
+
+mod browser_calls;
 
 /// How much history is resent when the server does not store it.
 #[derive(Debug, Clone, Copy)]
@@ -77,7 +80,15 @@ impl Default for ContextBudget {
 pub struct RunOptions {
     pub task: String,
     pub model: String,
+    /// The computer tool's shape (when `computer`).
     pub shape: ToolShape,
+    /// Offer the computer tool (`--tool computer|both`). Without it the
+    /// model works through the browser tools alone, and is shown no
+    /// screenshot of the desktop.
+    pub computer: bool,
+    /// The browser toolset (`--browser`): members, URL policy, reads to
+    /// confirm.
+    pub browser: Option<Toolset>,
     pub instructions: Option<String>,
     pub max_steps: u32,
     pub max_duration: Option<Duration>,
@@ -255,6 +266,9 @@ pub struct Runner<'a> {
     diagnostics: Box<dyn Diagnostics + 'a>,
     /// The daemon's timings of the last request of the current call.
     last_timings: Option<sandtop_protocol::Timings>,
+    /// The last structured read the model got (its refs' labels and roles
+    /// go into approval prompts).
+    last_read: Option<Value>,
 }
 
 /// What the progress line of the current step says.
@@ -289,12 +303,31 @@ enum Work {
         name: String,
         arguments: String,
     },
+    /// A call of a browser tool (`browser_<member>`), checked when it runs
+    /// (its confirmation shows the state left by the calls before it).
+    Browser {
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
 }
 
 impl Work {
     fn call_id(&self) -> &str {
         match self {
-            Work::Computer { call_id, .. } | Work::Function { call_id, .. } => call_id,
+            Work::Computer { call_id, .. }
+            | Work::Function { call_id, .. }
+            | Work::Browser { call_id, .. } => call_id,
+        }
+    }
+
+    /// What the progress line names: action kinds, or the function.
+    fn kinds(&self) -> Vec<String> {
+        match self {
+            Work::Computer { actions, .. } => {
+                actions.iter().map(|a| a.kind().to_string()).collect()
+            }
+            Work::Function { name, .. } | Work::Browser { name, .. } => vec![name.clone()],
         }
     }
 }
@@ -329,6 +362,14 @@ fn array(v: Value) -> Vec<Value> {
         Value::Array(a) => a,
         other => vec![other],
     }
+}
+
+/// A call id (or other label) as part of a file name of the run folder.
+fn safe_name(what: &str) -> String {
+    what.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+        .take(48)
+        .collect()
 }
 
 fn ms(d: Duration) -> f64 {
@@ -515,6 +556,7 @@ impl<'a> Runner<'a> {
             report: None,
             diagnostics: Box::new(FileDiagnostics::in_run(recorder.dir())),
             last_timings: None,
+            last_read: None,
             recorder,
         }
     }
@@ -581,6 +623,19 @@ impl<'a> Runner<'a> {
                 step,
             });
         }
+        self.show_call(step, call_id, kinds, state, daemon_ms);
+    }
+
+    /// A tool call of the current step ended: the progress event, and the
+    /// step line's entry.
+    fn show_call(
+        &mut self,
+        step: u32,
+        call_id: &str,
+        kinds: Vec<String>,
+        state: CallState,
+        daemon_ms: f64,
+    ) {
         let call = StepCall {
             call_id: call_id.to_string(),
             kinds,
@@ -639,13 +694,8 @@ impl<'a> Runner<'a> {
             ImageFormat::Png => "png",
             ImageFormat::Webp => "webp",
         };
-        let safe: String = what
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
-            .take(48)
-            .collect();
         self.recorder
-            .save_image(&format!("step-{step:03}-{safe}.{ext}"), &bytes)
+            .save_image(&format!("step-{step:03}-{}.{ext}", safe_name(what)), &bytes)
     }
 
     /// Runs the loop from the start (or from `resume`).
@@ -668,6 +718,16 @@ impl<'a> Runner<'a> {
                 r.next_input,
                 r.conversation,
             ),
+            None if !self.opts.computer => {
+                // The browser alone: the model starts from the task and
+                // reads the page through its tools.
+                (
+                    None,
+                    0,
+                    vec![wire::user_message(&self.opts.task, None)],
+                    Vec::new(),
+                )
+            }
             None => {
                 let shot = self
                     .screenshot_now()
@@ -688,9 +748,20 @@ impl<'a> Runner<'a> {
                 (None, 0, vec![first], Vec::new())
             }
         };
-        if self.last_shot.is_none() {
+        if self.last_shot.is_none() && self.opts.computer {
             self.last_shot = Some(self.screenshot_now().await?);
         }
+        if self.opts.browser.is_some() {
+            // Fails before the first request when the guest has no
+            // browser, and starts it (seconds) before the model waits.
+            self.browser_ready().await?;
+        }
+        let browser_tools = self
+            .opts
+            .browser
+            .as_ref()
+            .map(Toolset::tools)
+            .unwrap_or_default();
         self.progress.emit(&Event::Started {
             max_steps: self.opts.max_steps,
             steps_done: step,
@@ -738,7 +809,8 @@ impl<'a> Runner<'a> {
             };
             let body = wire::create_request(&RequestParts {
                 model: &self.opts.model,
-                shape: self.opts.shape,
+                shape: self.opts.computer.then_some(self.opts.shape),
+                browser: &browser_tools,
                 display: self
                     .last_shot
                     .as_ref()
@@ -990,8 +1062,32 @@ impl<'a> Runner<'a> {
             Err(stop) => return Ok(Err(stop)),
         };
         let mut out = Vec::new();
+        // A browser call that did not succeed: the later browser calls of
+        // this response are answered as skipped (the seed's toolset).
+        let mut browser_failed = false;
         for (n, w) in work.iter().enumerate() {
             match w {
+                Work::Browser {
+                    call_id,
+                    name,
+                    arguments,
+                } => {
+                    let t = Instant::now();
+                    match self
+                        .browser_call(step, call_id, name, arguments, browser_failed)
+                        .await?
+                    {
+                        Ok((item, ok)) => {
+                            out.push(item);
+                            if !ok {
+                                browser_failed = true;
+                                self.action_failures += 1;
+                            }
+                        }
+                        Err(stop) => return Ok(Err(stop)),
+                    }
+                    waited += ms(t.elapsed());
+                }
                 Work::Computer {
                     call_id,
                     actions,
@@ -1049,6 +1145,16 @@ impl<'a> Runner<'a> {
         Ok(Ok((out, waited)))
     }
 
+    /// What a function call that was not run answers: the browser's own
+    /// skipped result for its tools, a plain error for others.
+    fn skipped_output(&self, call_id: &str, name: &str) -> Value {
+        if self.opts.browser.is_some() && Toolset::is_browser_tool(name) {
+            super::browser::output(call_id, None, Err(super::browser::SKIPPED.into()), None)
+        } else {
+            wire::function_call_output(call_id, &json!({"error": SKIPPED}).to_string())
+        }
+    }
+
     /// Checks every call of a response with what the host can know
     /// ([`preflight::check_call`], against the screenshot the model saw),
     /// before any of it runs.
@@ -1067,6 +1173,14 @@ impl<'a> Runner<'a> {
                          nothing of that response was run"
                     )));
                 }
+                OutputItem::ComputerCall { call_id, .. } if !self.opts.computer => {
+                    return Err(Rejected::Refused(Refusal {
+                        call_id: call_id.clone(),
+                        index: None,
+                        code: sandtop_protocol::ErrorCode::InvalidAction,
+                        reason: "the computer tool is not offered in this run".into(),
+                    }));
+                }
                 OutputItem::ComputerCall {
                     call_id,
                     actions,
@@ -1078,6 +1192,17 @@ impl<'a> Runner<'a> {
                         .map_err(Rejected::Refused)?,
                     checks: pending_safety_checks.clone(),
                 }),
+                OutputItem::FunctionCall {
+                    call_id,
+                    name,
+                    arguments,
+                } if self.opts.browser.is_some() && Toolset::is_browser_tool(name) => {
+                    work.push(Work::Browser {
+                        call_id: call_id.clone(),
+                        name: name.clone(),
+                        arguments: arguments.clone(),
+                    })
+                }
                 OutputItem::FunctionCall {
                     call_id,
                     name,
@@ -1171,11 +1296,8 @@ impl<'a> Runner<'a> {
                 OutputItem::ComputerCall { call_id, .. } => {
                     out.push(wire::computer_call_output(call_id, &url, &[]));
                 }
-                OutputItem::FunctionCall { call_id, .. } => {
-                    out.push(wire::function_call_output(
-                        call_id,
-                        &json!({"error": SKIPPED}).to_string(),
-                    ));
+                OutputItem::FunctionCall { call_id, name, .. } => {
+                    out.push(self.skipped_output(call_id, name));
                 }
                 _ => {}
             }
@@ -1399,23 +1521,16 @@ impl<'a> Runner<'a> {
                 Work::Computer {
                     call_id, checks, ..
                 } => out.push(wire::computer_call_output(call_id, &url, checks)),
-                Work::Function { call_id, .. } => out.push(wire::function_call_output(
-                    call_id,
-                    &json!({"error": SKIPPED}).to_string(),
-                )),
+                Work::Function { call_id, name, .. } | Work::Browser { call_id, name, .. } => {
+                    out.push(self.skipped_output(call_id, name))
+                }
             }
             self.recorder.write(&Entry::Skipped {
                 step,
                 call_id: w.call_id().to_string(),
                 after: call_id.to_string(),
             })?;
-            let kinds = match w {
-                Work::Computer { actions, .. } => {
-                    actions.iter().map(|a| a.kind().to_string()).collect()
-                }
-                Work::Function { name, .. } => vec![name.clone()],
-            };
-            self.call_ended(step, w.call_id(), kinds, CallState::Skipped, 0.0);
+            self.call_ended(step, w.call_id(), w.kinds(), CallState::Skipped, 0.0);
             skipped.push(w.call_id().to_string());
         }
         out.push(wire::user_message(

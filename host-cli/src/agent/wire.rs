@@ -218,17 +218,27 @@ pub fn parse_response(v: &Value) -> Result<ModelResponse, Malformed> {
     })
 }
 
-/// The tools offered to the model.
-pub fn tools(shape: ToolShape, display: sandtop_protocol::Size, ask_user: bool) -> Vec<Value> {
-    let mut tools = vec![match shape {
-        ToolShape::Computer => json!({"type": "computer"}),
-        ToolShape::ComputerUsePreview => json!({
-            "type": "computer_use_preview",
-            "display_width": display.width,
-            "display_height": display.height,
-            "environment": "linux",
-        }),
-    }];
+/// The tools offered to the model: the computer tool (unless `shape` is
+/// `None`: the browser alone), the browser's function tools, `ask_user`.
+pub fn tools(
+    shape: Option<ToolShape>,
+    display: sandtop_protocol::Size,
+    ask_user: bool,
+    browser: &[Value],
+) -> Vec<Value> {
+    let mut tools: Vec<Value> = shape
+        .map(|shape| match shape {
+            ToolShape::Computer => json!({"type": "computer"}),
+            ToolShape::ComputerUsePreview => json!({
+                "type": "computer_use_preview",
+                "display_width": display.width,
+                "display_height": display.height,
+                "environment": "linux",
+            }),
+        })
+        .into_iter()
+        .collect();
+    tools.extend(browser.iter().cloned());
     if ask_user {
         tools.push(json!({
             "type": "function",
@@ -283,7 +293,10 @@ pub fn function_call_output(call_id: &str, output: &str) -> Value {
 #[derive(Debug, Clone)]
 pub struct RequestParts<'a> {
     pub model: &'a str,
-    pub shape: ToolShape,
+    /// The computer tool's shape; `None` offers no computer tool.
+    pub shape: Option<ToolShape>,
+    /// The browser's function tools (none without `--browser`).
+    pub browser: &'a [Value],
     pub display: sandtop_protocol::Size,
     pub instructions: Option<&'a str>,
     pub input: &'a [Value],
@@ -298,7 +311,7 @@ pub fn create_request(p: &RequestParts<'_>) -> Value {
     let mut body = json!({
         "model": p.model,
         "input": p.input,
-        "tools": tools(p.shape, p.display, p.ask_user),
+        "tools": tools(p.shape, p.display, p.ask_user, p.browser),
         "store": p.store,
         "stream": p.stream,
     });
@@ -308,7 +321,7 @@ pub fn create_request(p: &RequestParts<'_>) -> Value {
     if let Some(prev) = p.previous_response_id {
         body["previous_response_id"] = json!(prev);
     }
-    if p.shape == ToolShape::ComputerUsePreview {
+    if p.shape == Some(ToolShape::ComputerUsePreview) {
         // The preview tool requires it.
         body["truncation"] = json!("auto");
     }

@@ -67,6 +67,8 @@ use sandtopd::supervise::DisplayHealth;
 use sandtopd::token::Token;
 use serde_json::{Value, json};
 
+mod browser;
+
 // ---------------------------------------------------------------------
 // The daemon: the real router over the fake driver, on a Unix socket
 // ---------------------------------------------------------------------
@@ -206,6 +208,15 @@ struct Daemon {
 
 impl Daemon {
     async fn start(screen: Size) -> Daemon {
+        Daemon::start_with(screen, None).await
+    }
+
+    /// A daemon whose browser calls go to `browser` (none: the daemon has
+    /// no browser, as one started without `--browser`).
+    async fn start_with(
+        screen: Size,
+        browser: Option<Arc<dyn sandtopd::browser::Backend>>,
+    ) -> Daemon {
         let drivers: Arc<Mutex<Vec<FakeLog>>> = Arc::default();
         let opened = Arc::clone(&drivers);
         let (handle, _desktop) = sandtopd::desktop::spawn(Box::new(move || {
@@ -217,7 +228,11 @@ impl Daemon {
         display.mark_ok();
         let token = Token::generate().unwrap();
         let token_text = token.expose().to_string();
-        let api = Arc::new(ApiState::new(handle, token, display));
+        let mut api = ApiState::new(handle, token, display);
+        if let Some(b) = browser {
+            api = api.with_browser(sandtopd::browser::BrowserService::with_backend(b));
+        }
+        let api = Arc::new(api);
         let end = Instant::now() + Duration::from_secs(5);
         while !api.desktop.status.connected.load(Ordering::Acquire) || lock(&drivers).is_empty() {
             assert!(Instant::now() < end, "the desktop task never connected");
@@ -519,6 +534,8 @@ impl Rig {
             task: "Fill in the contact form and submit it.".into(),
             model: "gpt-5.5".into(),
             shape: ToolShape::Computer,
+            computer: true,
+            browser: None,
             instructions: Some("You operate a Linux desktop through the computer tool.".into()),
             max_steps: 10,
             max_duration: Some(Duration::from_secs(60)),
@@ -925,6 +942,7 @@ async fn l1_a_policy_approves_only_the_codes_it_lists() {
             policy: Some(Policy {
                 approve_check_codes: vec!["sensitive_domain".into()],
                 confirm_actions: None,
+                ..Policy::default()
             }),
             ..Approvals::default()
         };
@@ -976,6 +994,7 @@ async fn l1_the_models_own_words_approve_nothing() {
                 policy: Some(Policy {
                     approve_check_codes: Vec::new(),
                     confirm_actions: Some(PolicyAnswer::Approve),
+                    ..Policy::default()
                 }),
                 ..Approvals::default()
             },
@@ -1490,6 +1509,7 @@ async fn confirm_actions_without_a_terminal_refuses_unless_a_policy_decides() {
             Some(Policy {
                 approve_check_codes: Vec::new(),
                 confirm_actions: Some(PolicyAnswer::Approve),
+                ..Policy::default()
             }),
             Ending::Finished,
         ),
@@ -1498,6 +1518,7 @@ async fn confirm_actions_without_a_terminal_refuses_unless_a_policy_decides() {
             Some(Policy {
                 approve_check_codes: Vec::new(),
                 confirm_actions: Some(PolicyAnswer::Deny),
+                ..Policy::default()
             }),
             Ending::Refused,
         ),
@@ -3387,7 +3408,7 @@ fn cli_run_options(args: &[&str]) -> RunOptions {
     let mut argv = vec!["host-cli", "run"];
     argv.extend_from_slice(args);
     match host_cli::cli::Cli::try_parse_from(argv).unwrap().command {
-        host_cli::cli::Command::Run(a) => host_cli::agent::cmd::run_options(&a),
+        host_cli::cli::Command::Run(a) => host_cli::agent::cmd::run_options(&a).unwrap(),
         other => panic!("{other:?}"),
     }
 }
