@@ -17,6 +17,9 @@
 //!    answers one step and one screenshot; boot time, step time and the
 //!    sum of their memory.
 //!
+//! With `--browser`, instead: the demo form done through the computer
+//! tool and through the browser tools, side by side ([`tools`]).
+//!
 //! Every guest the bench starts is stopped again, on error and on Ctrl-C
 //! too.
 
@@ -36,6 +39,8 @@ use crate::guest::docker::{DockerBackend, until_interrupted};
 use crate::guest::{self, StartRequest};
 use crate::secret::Secret;
 use crate::session::{self, SessionRecord, Store};
+
+mod tools;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -57,6 +62,11 @@ pub struct BenchArgs {
     /// Print the figures as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Instead of the guest's figures: the demo form done by the scripted
+    /// model through the computer tool and through the browser tools, side
+    /// by side (steps, calls, images, estimated input tokens).
+    #[arg(long)]
+    pub browser: bool,
     #[command(flatten)]
     pub docker: DockerStartArgs,
 }
@@ -191,7 +201,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         recs: Vec::new(),
     };
     let tag = session::new_name()?;
-    let out = until_interrupted(measure(&args, &backend, &mut started, &tag)).await;
+    let out = if args.browser {
+        until_interrupted(tools::compare(&backend, &mut started, &tag)).await
+    } else {
+        until_interrupted(measure(&args, &backend, &mut started, &tag)).await
+    };
     started.stop_all().await;
     let figures = match out {
         Ok(r) => r?,
@@ -205,7 +219,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         "limits": backend.limits(),
     });
     let all = json!({ "host": host, "figures": figures });
-    if args.json {
+    if args.json || args.browser {
         println!("{}", serde_json::to_string_pretty(&all)?);
     } else {
         print_text(&all);

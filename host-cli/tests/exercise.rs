@@ -4,6 +4,9 @@
 //! `--approve-scripted-checks`), and the result is checked against the demo
 //! app's stored record and the saved file inside the guest.
 //!
+//! The browser exercise (`exercise --browser`) likewise, through the
+//! browser tools.
+//!
 //! Also: without a terminal the exercise's safety check is denied (the run
 //! stops, exit non-zero); Ctrl-C stops a run and removes the guest it
 //! booted; a second run on a session is refused.
@@ -118,6 +121,71 @@ fn the_exercise_passes_against_the_apps_own_records() {
         containers_of(state.path()).is_empty(),
         "the exercise left its guest behind"
     );
+}
+
+/// The browser exercise (issue 13): the scripted model works through the
+/// browser tools only; every state-changing call was approved before it
+/// reached the browser; the demo app's record and the run's own record
+/// are checked by the exercise itself.
+#[test]
+fn the_browser_exercise_fills_the_form_through_refs_and_refuses_outside_and_stale() {
+    if !docker_ready() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let out = host_cli(state.path())
+        .args(["exercise", "--browser", "--approve-scripted-checks"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("browser exercise took {:?}", t.elapsed());
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains("ok   the demo app stored the submission"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("ok   the run refused the outside navigation before any question"),
+        "{stdout}"
+    );
+    let run = std::fs::read_dir(state.path().join("runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(run.join("trajectory.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Every call that reached the browser's ledger was approved first.
+    for (i, l) in lines.iter().enumerate() {
+        if l["kind"] == "ledger" && l["state"] == "pending" {
+            assert!(
+                lines[..i].iter().any(|a| a["kind"] == "browser_approval"
+                    && a["call_id"] == l["call_id"]
+                    && a["decision"] == "approved"),
+                "{} ran without an approval",
+                l["call_id"]
+            );
+        }
+    }
+    let approvals = lines
+        .iter()
+        .filter(|l| l["kind"] == "browser_approval")
+        .count();
+    // navigate, reload, the stale type, three types and the click.
+    assert_eq!(approvals, 7, "{stdout}");
+    // No desktop screenshot went to the model.
+    assert!(!lines.iter().any(|l| l["kind"] == "observation"));
+    assert!(containers_of(state.path()).is_empty());
 }
 
 #[test]

@@ -840,6 +840,58 @@ impl crate::egress::service::Attached for OriginOperator {
     }
 }
 
+/// The exercise's scripted model and loop options: the computer
+/// exercise (the form, then the note; `form_only` stops after the form),
+/// or the browser exercise (the form through the browser tools, with the
+/// URL policy limited to the demo app's origin).
+pub fn exercise_setup(
+    browser: bool,
+    form_only: bool,
+) -> anyhow::Result<(ScriptedModel, RunOptions)> {
+    let model = if browser {
+        ScriptedModel::new(Box::new(exercise::browser::BrowserScript::default()))
+    } else {
+        ScriptedModel::new(Box::new(ExerciseScript::new(form_only)))
+    };
+    let toolset = if browser {
+        let policy =
+            UrlPolicy::parse(exercise::browser::FORM_ORIGIN).map_err(anyhow::Error::msg)?;
+        Some(Toolset::new(None, None, Some(policy), &[]).map_err(anyhow::Error::msg)?)
+    } else {
+        None
+    };
+    let task = if browser {
+        format!(
+            "Fill in and submit the contact form of the demo app ({}) through the browser tools.",
+            exercise::browser::FORM_URL
+        )
+    } else if form_only {
+        "Fill in and submit the contact form in the browser.".into()
+    } else {
+        "Fill in and submit the contact form in the browser, then write a note in the text editor and save it.".into()
+    };
+    let opts = RunOptions {
+        task,
+        model: "sandtop-scripted-exercise".into(),
+        shape: ToolShape::Computer,
+        computer: !browser,
+        browser: toolset,
+        instructions: None,
+        max_steps: 60,
+        max_duration: Some(Duration::from_secs(300)),
+        // As `run` with a model: nothing stored, the conversation resent.
+        store: false,
+        stream: false,
+        screenshot: ScreenshotOptions::default(),
+        confirm_actions: false,
+        ask_user: false,
+        context: ContextBudget::default(),
+        // The script's actions must all work: a failure fails the exercise.
+        on_action_error: OnActionError::Stop,
+    };
+    Ok((model, opts))
+}
+
 /// `host-cli exercise`.
 pub async fn exercise(a: ExerciseArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open()?;
@@ -880,45 +932,7 @@ async fn exercise_on(
     let mut channel = guest::open_channel(dir, rec).await?;
     let run = run_dir(store, a.record.clone(), &rec.name);
     let mut recorder = Recorder::create(&run)?;
-    let mut model = if a.browser {
-        ScriptedModel::new(Box::new(exercise::browser::BrowserScript::default()))
-    } else {
-        ScriptedModel::new(Box::new(ExerciseScript::default()))
-    };
-    let browser = if a.browser {
-        let policy =
-            UrlPolicy::parse(exercise::browser::FORM_ORIGIN).map_err(anyhow::Error::msg)?;
-        Some(Toolset::new(None, None, Some(policy), &[]).map_err(anyhow::Error::msg)?)
-    } else {
-        None
-    };
-    let task = if a.browser {
-        format!(
-            "Fill in and submit the contact form of the demo app ({}) through the browser tools.",
-            exercise::browser::FORM_URL
-        )
-    } else {
-        "Fill in and submit the contact form in the browser, then write a note in the text editor and save it.".into()
-    };
-    let opts = RunOptions {
-        task,
-        model: "sandtop-scripted-exercise".into(),
-        shape: ToolShape::Computer,
-        computer: !a.browser,
-        browser,
-        instructions: None,
-        max_steps: 60,
-        max_duration: Some(Duration::from_secs(300)),
-        // As `run` with a model: nothing stored, the conversation resent.
-        store: false,
-        stream: false,
-        screenshot: ScreenshotOptions::default(),
-        confirm_actions: false,
-        ask_user: false,
-        context: ContextBudget::default(),
-        // The script's actions must all work: a failure fails the exercise.
-        on_action_error: OnActionError::Stop,
-    };
+    let (mut model, opts) = exercise_setup(a.browser, false)?;
     recorder.write(&Entry::RunStarted(Box::new(Started {
         task: opts.task.clone(),
         session: rec.name.clone(),

@@ -654,7 +654,8 @@ impl<'a> Runner<'a> {
     /// The current step is over: its line and event.
     fn end_step(&mut self) {
         if let Some(r) = self.report.take() {
-            let daemon_ms = r.calls.iter().map(|c| c.daemon_ms).sum();
+            // (An empty f64 sum is -0.0: shown as "-0 ms" without the + 0.0.)
+            let daemon_ms = r.calls.iter().map(|c| c.daemon_ms).sum::<f64>() + 0.0;
             self.progress.emit(&Event::Step {
                 step: r.step,
                 max_steps: self.opts.max_steps,

@@ -248,13 +248,16 @@ struct BrowserAsked {
     effects: usize,
 }
 
+/// What happens to the page while the operator is asked.
+type During = Box<dyn FnMut(&FakeBrowser) + Send>;
+
 /// An operator answering browser calls from a queue (empty: refuse); on
 /// each question it may run `during` (the page changing meanwhile).
 struct BrowserOp {
     browser: FakeBrowser,
     answers: VecDeque<Decision>,
     asked: Vec<BrowserAsked>,
-    during: Option<Box<dyn FnMut(&FakeBrowser) + Send>>,
+    during: Option<During>,
 }
 
 impl BrowserOp {
