@@ -228,6 +228,6 @@ mod tests {
         let (text, tokens, images) = input_cost(&body);
         assert_eq!(images, 1);
         assert_eq!(tokens, 85 + 170 * 6);
-        assert!(text >= 4 && text < 200, "{text}");
+        assert!((4..200).contains(&text), "{text}");
     }
 }
