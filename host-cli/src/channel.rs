@@ -9,23 +9,23 @@
 //! 3. On open, `/v1/info` is read and a different protocol major is
 //!    refused with a clear message (A14).
 //! 4. Every reply is untrusted (L4): size-capped, parsed strictly, and a
-//!    screenshot's bytes are checked against its declared format, size and
-//!    ScaleMap before anyone uses it.
+//!    screenshot is checked against the request (format, size, region,
+//!    ScaleMap) and its bytes against its declared format and size before
+//!    anyone uses it ([`crate::image_check`]).
 //! 5. A request is never sent twice: a keep-alive connection that died
 //!    while idle is replaced before sending, never after (L5).
 
 use std::path::PathBuf;
 use std::pin::Pin;
 
-use base64::Engine as _;
 use bytes::Bytes;
 use http::{Method, Request, StatusCode, header};
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use sandtop_protocol::{
-    BatchRequest, BatchResponse, ErrorBody, ErrorCode, Health, ImageFormat, Info, Screenshot,
-    ScreenshotOptions, ScreenshotResponse, check_protocol, limits, paths,
+    BatchRequest, BatchResponse, ErrorBody, ErrorCode, Health, Info, Screenshot, ScreenshotOptions,
+    ScreenshotResponse, check_protocol, limits, paths,
 };
 use serde::de::DeserializeOwned;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -276,7 +276,7 @@ impl Channel {
         let r: ScreenshotResponse = self
             .exchange(Method::POST, paths::SCREENSHOT, Some(body))
             .await?;
-        check_screenshot(&r.screenshot)?;
+        check_reply(&r.screenshot, options, None)?;
         Ok(r)
     }
 
@@ -312,7 +312,7 @@ impl Channel {
         }
         match (&r.screenshot, request.final_screenshot) {
             (Some(s), true) => {
-                check_screenshot(s)?;
+                check_reply(s, &request.screenshot, request.expect_scale_map.as_ref())?;
             }
             (None, false) => {}
             (Some(_), false) => {
@@ -347,70 +347,42 @@ fn placeholder_info() -> Info {
     }
 }
 
-/// Checks a screenshot from the daemon: a consistent ScaleMap, image size
-/// within limits, and encoded bytes that really are that format at that
-/// size (PNG IHDR, WebP RIFF/VP8L header).
+/// Checks a screenshot from the daemon on its own: a consistent ScaleMap,
+/// image size within limits, base64 no longer than that size allows, and
+/// encoded bytes that really are that format at that size (PNG IHDR read
+/// by the png crate, WebP RIFF/VP8L header); nothing is decoded. Returns
+/// the encoded image. See [`crate::image_check`].
 pub fn check_screenshot(s: &Screenshot) -> Result<Vec<u8>, ChannelError> {
-    let bad = |m: String| ChannelError::BadReply(m);
-    s.scale_map
-        .check()
-        .map_err(|e| bad(format!("inconsistent scale map: {e}")))?;
-    if (s.width, s.height) != (s.scale_map.image.width, s.scale_map.image.height) {
-        return Err(bad(format!(
-            "a {}x{} image with a scale map for {}",
-            s.width, s.height, s.scale_map.image
-        )));
-    }
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(&s.data)
-        .map_err(|e| bad(format!("screenshot is not base64: {e}")))?;
-    let (w, h) = match s.format {
-        ImageFormat::Png => png_size(&bytes),
-        ImageFormat::Webp => webp_size(&bytes),
-    }
-    .ok_or_else(|| bad(format!("screenshot bytes are not a {:?} image", s.format)))?;
-    if (w, h) != (s.width, s.height) {
-        return Err(bad(format!(
-            "screenshot declares {}x{} but the image is {w}x{h}",
-            s.width, s.height
-        )));
-    }
-    Ok(bytes)
+    crate::image_check::check_screenshot(s).map_err(ChannelError::BadReply)
 }
 
-fn png_size(b: &[u8]) -> Option<(u32, u32)> {
-    const SIG: &[u8] = b"\x89PNG\r\n\x1a\n";
-    if b.len() < 24 || &b[..8] != SIG || &b[12..16] != b"IHDR" {
-        return None;
-    }
-    let w = u32::from_be_bytes(b[16..20].try_into().ok()?);
-    let h = u32::from_be_bytes(b[20..24].try_into().ok()?);
-    Some((w, h))
-}
-
-fn webp_size(b: &[u8]) -> Option<(u32, u32)> {
-    // RIFF....WEBPVP8L, then a signature byte 0x2f and 14-bit sizes - 1.
-    if b.len() < 25 || &b[0..4] != b"RIFF" || &b[8..12] != b"WEBP" || &b[12..16] != b"VP8L" {
-        return None;
-    }
-    if b[20] != 0x2f {
-        return None;
-    }
-    let bits = u32::from_le_bytes(b[21..25].try_into().ok()?);
-    Some(((bits & 0x3fff) + 1, ((bits >> 14) & 0x3fff) + 1))
+/// [`check_screenshot`], and the screenshot is what `asked` asked for
+/// (format, size, region; `expect_map` when the batch named one), before
+/// anything decodes it (issue 11 item 3).
+pub fn check_reply(
+    s: &Screenshot,
+    asked: &ScreenshotOptions,
+    expect_map: Option<&sandtop_protocol::ScaleMap>,
+) -> Result<Vec<u8>, ChannelError> {
+    crate::image_check::check_reply(s, asked, expect_map).map_err(ChannelError::BadReply)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sandtop_protocol::{ScaleMap, Size};
+    use base64::Engine as _;
+    use sandtop_protocol::{ImageFormat, ScaleMap, Size};
 
     fn png(w: u32, h: u32) -> Vec<u8> {
-        let mut v = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
-        v.extend_from_slice(&w.to_be_bytes());
-        v.extend_from_slice(&h.to_be_bytes());
-        v.extend_from_slice(&[8, 2, 0, 0, 0]);
-        v
+        let mut out = Vec::new();
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut wr = enc.write_header().unwrap();
+        wr.write_image_data(&vec![90u8; (w * h * 3) as usize])
+            .unwrap();
+        wr.finish().unwrap();
+        out
     }
 
     fn shot(bytes: &[u8], w: u32, h: u32) -> Screenshot {

@@ -21,6 +21,7 @@ pub mod cli;
 pub mod doctor;
 pub mod egress;
 pub mod guest;
+pub mod image_check;
 pub mod secret;
 pub mod session;
 pub mod term;
