@@ -89,12 +89,7 @@ pub fn payload(request: &Value, call_id: &str) -> Option<Value> {
         .iter()
         .rev()
         .find(|i| i["type"] == "function_call_output" && i["call_id"] == call_id)?;
-    let text = item["output"]
-        .as_array()?
-        .iter()
-        .find(|p| p["type"] == "input_text")?["text"]
-        .as_str()?;
-    serde_json::from_str(text).ok()
+    output_payload(item)
 }
 
 /// The ref of the element labelled `label` in a read result.

@@ -343,20 +343,6 @@ impl Runner<'_> {
             Err(ChannelError::Daemon { body, .. }) if body.code != ErrorCode::Timeout => {
                 // Refused or failed in the guest: nothing, or not all, of it
                 // happened; the model reads the state after it.
-                let after = match self.browser_state_now(call_id).await {
-                    Ok(s) => s,
-                    Err(stop) => {
-                        if changes {
-                            self.recorder.ledger(
-                                step,
-                                call_id,
-                                LedgerState::Failed,
-                                json!({"error": body}),
-                            )?;
-                        }
-                        return Ok(Err(stop));
-                    }
-                };
                 if changes {
                     self.recorder.ledger(
                         step,
@@ -365,6 +351,10 @@ impl Runner<'_> {
                         json!({"error": body}),
                     )?;
                 }
+                let after = match self.browser_state_now(call_id).await {
+                    Ok(s) => s,
+                    Err(stop) => return Ok(Err(stop)),
+                };
                 let reason = if body.code == ErrorCode::StaleTarget {
                     "stale_target"
                 } else {
