@@ -281,13 +281,45 @@ pub fn decode_png_within(bytes: &[u8], most: Size) -> Result<Rgb8, DecodeError> 
 }
 
 /// Decodes a checked screenshot (see [`check_screenshot`]) at its declared
-/// size.
+/// size, PNG or WebP.
 pub fn decode_screenshot(s: &Screenshot) -> Result<Rgb8, String> {
     let bytes = check_screenshot(s)?;
-    if s.format != ImageFormat::Png {
-        return Err(format!("cannot decode a {:?} screenshot", s.format));
+    let size = Size::new(s.width, s.height);
+    match s.format {
+        ImageFormat::Png => decode_png(&bytes, size).map_err(|e| e.to_string()),
+        ImageFormat::Webp => decode_webp(&bytes, size),
     }
-    decode_png(&bytes, Size::new(s.width, s.height)).map_err(|e| e.to_string())
+}
+
+/// Decodes a WebP image whose header states `size` (checked by
+/// [`check_screenshot`]); the output buffer is that size's, RGB or RGBA,
+/// and an alpha channel is dropped.
+fn decode_webp(bytes: &[u8], size: Size) -> Result<Rgb8, String> {
+    let mut dec = image_webp::WebPDecoder::new(std::io::Cursor::new(bytes))
+        .map_err(|e| format!("screenshot WebP: {e}"))?;
+    if dec.dimensions() != (size.width, size.height) {
+        return Err(format!(
+            "screenshot WebP is {:?}, {size} was expected",
+            dec.dimensions()
+        ));
+    }
+    let channels = if dec.has_alpha() { 4 } else { 3 };
+    let len = size.width as usize * size.height as usize * channels;
+    let mut buf = vec![0u8; len];
+    dec.read_image(&mut buf)
+        .map_err(|e| format!("screenshot WebP: {e}"))?;
+    let rgb = if channels == 3 {
+        buf
+    } else {
+        buf.chunks_exact(4)
+            .flat_map(|p| [p[0], p[1], p[2]])
+            .collect()
+    };
+    Ok(Rgb8 {
+        width: size.width,
+        height: size.height,
+        rgb,
+    })
 }
 
 /// `size` is what the IHDR states and the caller accepted.

@@ -40,6 +40,10 @@ pub struct FakeState {
     /// Make `deliver` fail as if another client kept input frozen past the
     /// deadline.
     pub blocked: bool,
+    /// A window on the screen: a rectangle of one colour (RGB) drawn over
+    /// the pattern in every capture from now on; move it to change the
+    /// screen between captures.
+    pub window: Option<(Rect, [u8; 3])>,
 }
 
 /// The fake driver. Cloning the handle from [`FakeDriver::state`] lets a
@@ -49,26 +53,17 @@ pub struct FakeDriver {
     size: Size,
     state: Arc<Mutex<FakeState>>,
     frame: Vec<u8>,
+    /// The window drawn into `frame`.
+    drawn: Option<(Rect, [u8; 3])>,
 }
 
 impl FakeDriver {
     pub fn new(size: Size) -> FakeDriver {
-        // A known pattern: B = x, G = y, R = x ^ y (mod 256), X = 0 (not
-        // 0xff, like real servers sometimes send).
-        let mut frame = vec![0u8; size.width as usize * size.height as usize * 4];
-        for y in 0..size.height {
-            for x in 0..size.width {
-                let i = (y as usize * size.width as usize + x as usize) * 4;
-                frame[i] = x as u8;
-                frame[i + 1] = y as u8;
-                frame[i + 2] = (x ^ y) as u8;
-                frame[i + 3] = 0;
-            }
-        }
         FakeDriver {
             size,
             state: Arc::default(),
-            frame,
+            frame: pattern(size, None),
+            drawn: None,
         }
     }
 
@@ -103,6 +98,28 @@ impl FakeDriver {
         }
         Ok(())
     }
+}
+
+/// The fake screen: B = x, G = y, R = x ^ y (mod 256), X = 0 (not 0xff,
+/// like real servers sometimes send), with `window` drawn over it.
+fn pattern(size: Size, window: Option<(Rect, [u8; 3])>) -> Vec<u8> {
+    let mut frame = vec![0u8; size.width as usize * size.height as usize * 4];
+    for y in 0..size.height {
+        for x in 0..size.width {
+            let i = (y as usize * size.width as usize + x as usize) * 4;
+            let inside = window
+                .filter(|(r, _)| x >= r.x && y >= r.y && x < r.x + r.width && y < r.y + r.height);
+            let [b, g, r] = match inside {
+                Some((_, [r, g, b])) => [b, g, r],
+                None => [x as u8, y as u8, (x ^ y) as u8],
+            };
+            frame[i] = b;
+            frame[i + 1] = g;
+            frame[i + 2] = r;
+            frame[i + 3] = 0;
+        }
+    }
+    frame
 }
 
 impl Driver for FakeDriver {
@@ -160,7 +177,15 @@ impl Driver for FakeDriver {
     }
 
     fn capture(&mut self, region: Rect) -> Result<FrameView<'_>, DriverError> {
-        self.lock().events.push(Event::Capture(region));
+        let window = {
+            let mut s = self.lock();
+            s.events.push(Event::Capture(region));
+            s.window
+        };
+        if window != self.drawn {
+            self.frame = pattern(self.size, window);
+            self.drawn = window;
+        }
         let stride = self.size.width as usize * 4;
         let start = region.y as usize * stride + region.x as usize * 4;
         let end = (region.y + region.height - 1) as usize * stride

@@ -38,6 +38,10 @@ pub struct CheckRequest<'a> {
     pub actions: &'a [Action],
     /// The last screenshot with the actions' targets marked, when there is one.
     pub marked: Option<&'a Path>,
+    /// Asked again because the screen changed around the targets since an
+    /// approval: the screenshot that approval was given on, marked
+    /// (`marked` is then the fresh capture).
+    pub changed_since: Option<&'a Path>,
 }
 
 /// What the operator is asked before one action.
@@ -332,6 +336,13 @@ impl Operator for Approvals {
                 term::safe_line(&p.display().to_string())
             ));
         }
+        if let Some(p) = req.changed_since {
+            text.push_str(&format!(
+                "ASKED AGAIN: the screen changed around these targets since you approved them.\n  \
+                 Then: {}\n  Now:  the file above\n",
+                term::safe_line(&p.display().to_string())
+            ));
+        }
         t.say(&text);
         t.yes("Approve and run these actions? Type `yes` to approve, anything else denies: ")
     }
@@ -479,12 +490,22 @@ pub fn mark_targets(png_bytes: &[u8], actions: &[Action]) -> anyhow::Result<Vec<
 
 /// Where a marked screenshot for an approval goes.
 pub fn marked_path(run_dir: &Path, step: u32, call_id: &str) -> PathBuf {
+    marked_path_n(run_dir, step, call_id, 0)
+}
+
+/// The `n`-th marked screenshot of a call (`n` > 0: asked again after the
+/// screen changed).
+pub fn marked_path_n(run_dir: &Path, step: u32, call_id: &str, n: u32) -> PathBuf {
     let safe: String = call_id
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
         .take(40)
         .collect();
-    run_dir.join(format!("approval-{step:03}-{safe}.png"))
+    if n == 0 {
+        run_dir.join(format!("approval-{step:03}-{safe}.png"))
+    } else {
+        run_dir.join(format!("approval-{step:03}-{safe}-again-{n}.png"))
+    }
 }
 
 #[cfg(test)]
@@ -508,6 +529,7 @@ mod tests {
             checks: &[check(Some("x"))],
             actions: &[],
             marked: None,
+            changed_since: None,
         };
         assert!(matches!(a.approve_checks(&req), Decision::Deny(_)));
         let ar = ActionRequest {
@@ -541,6 +563,7 @@ mod tests {
             checks: c,
             actions: &[],
             marked: None,
+            changed_since: None,
         };
         assert_eq!(
             a.approve_checks(&req(Box::leak(Box::new(ok)))),
@@ -606,6 +629,7 @@ mod tests {
                 checks: &checks,
                 actions: std::slice::from_ref(&typed),
                 marked: None,
+                changed_since: None,
             });
             assert!(matches!(d, Decision::Deny(_)), "{name}");
             let d = a.confirm_action(&ActionRequest {

@@ -21,5 +21,6 @@ pub mod preflight;
 pub mod progress;
 pub mod record;
 pub mod runner;
+pub mod screen_change;
 pub mod scripted;
 pub mod wire;

@@ -143,6 +143,17 @@ pub enum Entry {
         /// `approved`, or `denied: why`.
         decision: String,
     },
+    /// Before approved actions ran, a fresh capture showed the screen
+    /// changed around a call's targets since the approval (`before`, the
+    /// screenshot the operator was shown; `after`, the fresh capture): the
+    /// operator is asked again, shown both.
+    ScreenChanged {
+        step: u32,
+        call_id: String,
+        before: String,
+        after: String,
+        changed: Vec<crate::agent::screen_change::Changed>,
+    },
     /// `--confirm-actions`: one action (`index`) or, `index` null, the
     /// final screenshot.
     Confirm {

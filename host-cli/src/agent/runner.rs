@@ -13,7 +13,10 @@
 //!    action or field is refused, L2), within limits, inside the last
 //!    screenshot, with known key names; then have every pending safety
 //!    check of every call approved, or stop with zero daemon calls (rules
-//!    10, 12). A refusal is a failed action (step 6).
+//!    10, 12); the approval is bound to the screen the operator saw: a
+//!    fresh capture before anything runs, and a call whose targets'
+//!    surroundings changed is asked again (rule 12, [`approvals`]). A
+//!    refusal is a failed action (step 6).
 //! 5. Then each call in order: with `--confirm-actions` have each action
 //!    and the final screenshot confirmed (rule 11); write the ledger's
 //!    `pending`; send the actions once; record `done`, `failed` or
@@ -43,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use super::approve::{self, ActionRequest, CheckRequest, Decision, Operator};
+use super::approve::{ActionRequest, Decision, Operator};
 use super::browser::Toolset;
 use super::diagnostics::{Diagnostic, Diagnostics, FileDiagnostics};
 use super::model::Model;
@@ -55,6 +58,7 @@ use super::record::{
 use super::wire::{self, OutputItem, RequestParts, SafetyCheck, ToolShape, Usage};
 use crate::channel::{Channel, ChannelError};
 
+mod approvals;
 mod browser_calls;
 
 /// How much history is resent when the server does not store it.
@@ -1058,7 +1062,7 @@ impl<'a> Runner<'a> {
             Err(Rejected::Unfinished(m)) => return Ok(Err((Ending::Failed, m))),
             Err(Rejected::Refused(r)) => return self.refused(step, resp, &r),
         };
-        let mut waited = match self.approve_all(step, &work)? {
+        let mut waited = match self.approve_all(step, &work).await? {
             Ok(w) => w,
             Err(stop) => return Ok(Err(stop)),
         };
@@ -1312,79 +1316,6 @@ impl<'a> Runner<'a> {
         ));
         self.files.push((url, file));
         Ok(Ok((out, 0.0)))
-    }
-
-    /// Asks the operator about every call's pending safety checks, before
-    /// any call of the response runs; a denial stops the run with nothing
-    /// run. Returns the time the operator took.
-    fn approve_all(&mut self, step: u32, work: &[Work]) -> anyhow::Result<Result<f64, Stop>> {
-        let mut waited = 0.0;
-        for w in work {
-            let Work::Computer {
-                call_id,
-                actions,
-                checks,
-            } = w
-            else {
-                continue;
-            };
-            if checks.is_empty() {
-                continue;
-            }
-            let marked = match self.last_shot.as_ref() {
-                Some(shot) if shot.format == ImageFormat::Png => {
-                    let bytes = base64::engine::general_purpose::STANDARD.decode(&shot.data)?;
-                    match approve::mark_targets(&bytes, actions) {
-                        Ok(png) => {
-                            let path = approve::marked_path(self.recorder.dir(), step, call_id);
-                            let name = path
-                                .file_name()
-                                .map(|n| n.to_string_lossy().to_string())
-                                .unwrap_or_default();
-                            self.recorder.save_image(&name, &png).ok().map(|_| path)
-                        }
-                        Err(_) => None,
-                    }
-                }
-                _ => None,
-            };
-            let t = Instant::now();
-            let decision = blocking(|| {
-                self.operator.approve_checks(&CheckRequest {
-                    call_id,
-                    checks,
-                    actions,
-                    marked: marked.as_deref(),
-                })
-            });
-            waited += ms(t.elapsed());
-            self.recorder.write(&Entry::SafetyChecks {
-                step,
-                call_id: call_id.clone(),
-                checks: checks.clone(),
-                decision: match &decision {
-                    Decision::Approve => "approved".to_string(),
-                    Decision::Deny(r) => format!("denied: {r}"),
-                },
-            })?;
-            if let Some(ending) = self.halt_reason() {
-                self.recorder.sync()?;
-                return Ok(Err((
-                    ending,
-                    format!(
-                        "the run stopped while the operator was asked about the safety checks of {call_id}; nothing was run"
-                    ),
-                )));
-            }
-            if let Decision::Deny(reason) = decision {
-                self.recorder.sync()?;
-                return Ok(Err((
-                    Ending::Denied,
-                    format!("safety check not approved ({reason}); nothing was run"),
-                )));
-            }
-        }
-        Ok(Ok(waited))
     }
 
     /// Runs one checked and approved computer call: ledger `pending`, the

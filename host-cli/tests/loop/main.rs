@@ -68,6 +68,7 @@ use sandtopd::token::Token;
 use serde_json::{Value, json};
 
 mod browser;
+mod screen;
 
 // ---------------------------------------------------------------------
 // The daemon: the real router over the fake driver, on a Unix socket
@@ -289,6 +290,8 @@ enum Asked {
         checks: Vec<SafetyCheck>,
         actions: Vec<Action>,
         marked: Option<PathBuf>,
+        /// Asked again: the marked screenshot of the earlier approval.
+        changed_since: Option<PathBuf>,
         at: Snap,
     },
     Confirm {
@@ -312,6 +315,9 @@ struct ScriptedOp {
     confirms: VecDeque<Decision>,
     answers: VecDeque<Option<String>>,
     guidance: VecDeque<Vec<String>>,
+    /// Where the fake's window is put while each safety-check question is
+    /// open (`None`: left where it is).
+    windows: VecDeque<Option<(Rect, [u8; 3])>>,
     asked: Vec<Asked>,
 }
 
@@ -323,8 +329,15 @@ impl ScriptedOp {
             confirms: VecDeque::new(),
             answers: VecDeque::new(),
             guidance: VecDeque::new(),
+            windows: VecDeque::new(),
             asked: Vec::new(),
         }
+    }
+
+    /// Moves the fake's window while each question about checks is open.
+    fn windows(mut self, moves: impl IntoIterator<Item = Option<(Rect, [u8; 3])>>) -> ScriptedOp {
+        self.windows.extend(moves);
+        self
     }
 
     fn checks(mut self, answers: impl IntoIterator<Item = Decision>) -> ScriptedOp {
@@ -381,8 +394,12 @@ impl Operator for ScriptedOp {
             checks: req.checks.to_vec(),
             actions: req.actions.to_vec(),
             marked: req.marked.map(Path::to_path_buf),
+            changed_since: req.changed_since.map(Path::to_path_buf),
             at: self.probe.snap(),
         });
+        if let Some(Some(w)) = self.windows.pop_front() {
+            self.probe.knobs(|s| s.window = Some(w));
+        }
         self.checks
             .pop_front()
             .unwrap_or_else(|| deny("the scripted operator has no answer left"))
@@ -818,6 +835,7 @@ async fn l1_nothing_reaches_the_daemon_until_every_check_is_approved() {
             actions,
             marked,
             at,
+            ..
         },
     ] = op.asked.as_slice()
     else {
