@@ -27,6 +27,9 @@ use serde_json::{Value, json};
 
 const FIREFOX: &str = "firefox-esr";
 
+#[path = "browser/pointer.rs"]
+mod pointer;
+
 struct Daemon {
     child: Child,
     _dir: tempfile::TempDir,
@@ -243,6 +246,7 @@ async fn pages() -> String {
         )
         .route("/shadow", get(|| async { Html(SHADOW) }))
         .route("/lone", get(|| async { Html(LONE) }))
+        .route("/pointer", get(|| async { Html(pointer::PAGE) }))
         .route(
             "/inner",
             get(|| async { Html("<!doctype html><body><button>Inner button</button></body>") }),

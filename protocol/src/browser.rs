@@ -90,6 +90,39 @@ pub enum ReadFilter {
     Interactive,
 }
 
+/// `click_at`'s button.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PointerButton {
+    Left,
+    Right,
+    Middle,
+}
+
+/// A modifier held during `click_at` or `drag_path` (the seed's spelling).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Modifier {
+    Control,
+    Alt,
+    Meta,
+    Shift,
+}
+
+/// One point of a `drag_path`, in CSS pixels of the whole viewport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathPoint {
+    pub x: u64,
+    pub y: u64,
+}
+
+/// `drag_path`: the fewest and most points.
+pub const DRAG_PATH_POINTS: std::ops::RangeInclusive<usize> = 2..=100;
+/// `hold_keys`: the most keys.
+pub const MAX_HOLD_KEYS: usize = 8;
+/// `hold_keys`: the longest hold, in milliseconds.
+pub const MAX_HOLD_MS: u32 = 3000;
+
 /// `scroll`'s direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -173,6 +206,39 @@ pub enum BrowserCall {
         text: String,
         timeout_ms: u32,
     },
+    /// Opt-in: a click at a viewport point (CSS pixels).
+    ClickAt {
+        tab_id: Option<String>,
+        x: u64,
+        y: u64,
+        button: PointerButton,
+        click_count: u8,
+        keys: Vec<Modifier>,
+    },
+    /// Opt-in: a left-button drag along viewport points.
+    DragPath {
+        tab_id: Option<String>,
+        path: Vec<PathPoint>,
+        keys: Vec<Modifier>,
+    },
+    /// Opt-in: the pointer moved to a viewport point, no button held.
+    HoverAt {
+        tab_id: Option<String>,
+        x: u64,
+        y: u64,
+    },
+    /// Opt-in: keys held together for a while, then released.
+    HoldKeys {
+        tab_id: Option<String>,
+        keys: Vec<String>,
+        duration_ms: u32,
+    },
+    /// Opt-in: a checkbox or radio set to `checked` (idempotent).
+    SetChecked {
+        tab_id: Option<String>,
+        target: String,
+        checked: bool,
+    },
 }
 
 impl BrowserCall {
@@ -196,6 +262,11 @@ impl BrowserCall {
             BrowserCall::CloseTab { .. } => "close_tab",
             BrowserCall::ScrollTo { .. } => "scroll_to",
             BrowserCall::WaitFor { .. } => "wait_for",
+            BrowserCall::ClickAt { .. } => "click_at",
+            BrowserCall::DragPath { .. } => "drag_path",
+            BrowserCall::HoverAt { .. } => "hover_at",
+            BrowserCall::HoldKeys { .. } => "hold_keys",
+            BrowserCall::SetChecked { .. } => "set_checked",
         }
     }
 
@@ -257,6 +328,51 @@ impl BrowserCall {
             BrowserCall::SelectOption { values, .. } if values.is_empty() || values.len() > 256 => {
                 return Err(format!("`values`: 1 to 256 values, got {}", values.len()));
             }
+            BrowserCall::ClickAt {
+                click_count, keys, ..
+            } => {
+                if !(1..=3).contains(click_count) {
+                    return Err(format!("`click_count`: 1, 2 or 3, got {click_count}"));
+                }
+                unique_modifiers(keys)?;
+            }
+            BrowserCall::DragPath { path, keys, .. } => {
+                if !DRAG_PATH_POINTS.contains(&path.len()) {
+                    return Err(format!(
+                        "`path`: {} to {} points, got {}",
+                        DRAG_PATH_POINTS.start(),
+                        DRAG_PATH_POINTS.end(),
+                        path.len()
+                    ));
+                }
+                unique_modifiers(keys)?;
+            }
+            BrowserCall::HoldKeys {
+                keys, duration_ms, ..
+            } => {
+                if keys.is_empty() || keys.len() > MAX_HOLD_KEYS {
+                    return Err(format!(
+                        "`keys`: 1 to {MAX_HOLD_KEYS} key names, got {}",
+                        keys.len()
+                    ));
+                }
+                for (i, k) in keys.iter().enumerate() {
+                    if k.is_empty() || k.len() > crate::limits::MAX_KEY_NAME_BYTES {
+                        return Err(format!(
+                            "`keys`: a key name is 1 to {} bytes",
+                            crate::limits::MAX_KEY_NAME_BYTES
+                        ));
+                    }
+                    if keys[..i].contains(k) {
+                        return Err("`keys`: each key once".into());
+                    }
+                }
+                if !(1..=MAX_HOLD_MS).contains(duration_ms) {
+                    return Err(format!(
+                        "`duration_ms`: 1 to {MAX_HOLD_MS}, got {duration_ms}"
+                    ));
+                }
+            }
             _ => {}
         }
         for (name, value) in self.refs() {
@@ -272,6 +388,7 @@ impl BrowserCall {
         let mut out = Vec::new();
         match self {
             BrowserCall::Click { target, .. }
+            | BrowserCall::SetChecked { target, .. }
             | BrowserCall::Hover { target, .. }
             | BrowserCall::ScrollTo { target, .. }
             | BrowserCall::SelectOption { target, .. } => out.push(("target", target.as_str())),
@@ -305,12 +422,27 @@ impl BrowserCall {
             | BrowserCall::Screenshot { tab_id }
             | BrowserCall::Zoom { tab_id, .. }
             | BrowserCall::ScrollTo { tab_id, .. }
-            | BrowserCall::WaitFor { tab_id, .. } => tab_id.as_deref(),
+            | BrowserCall::WaitFor { tab_id, .. }
+            | BrowserCall::ClickAt { tab_id, .. }
+            | BrowserCall::DragPath { tab_id, .. }
+            | BrowserCall::HoverAt { tab_id, .. }
+            | BrowserCall::HoldKeys { tab_id, .. }
+            | BrowserCall::SetChecked { tab_id, .. } => tab_id.as_deref(),
             BrowserCall::NewTab { .. }
             | BrowserCall::SwitchTab { .. }
             | BrowserCall::CloseTab { .. } => None,
         }
     }
+}
+
+/// A `keys` list of modifiers names each at most once.
+fn unique_modifiers(keys: &[Modifier]) -> Result<(), String> {
+    for (i, k) in keys.iter().enumerate() {
+        if keys[..i].contains(k) {
+            return Err(format!("`keys`: {k:?} twice"));
+        }
+    }
+    Ok(())
 }
 
 /// Whitespace runs become one space; leading and trailing space goes.

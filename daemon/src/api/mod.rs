@@ -340,7 +340,7 @@ async fn browser_call(
     call.check()
         .map_err(|m| ApiError(ErrorBody::new(ErrorCode::InvalidAction, m)))?;
     let browser = Arc::clone(&state.browser);
-    let reply = browser_job(&state, async move { browser.call(&call).await }).await?;
+    let reply = browser_job(&state, browser.call_released(call)).await?;
     json_bytes(serde_json::to_vec(&reply))
 }
 

@@ -25,7 +25,7 @@ use super::keys::{key_value, typed_keys};
 
 /// Resolves `target` in the tab's current document for `need` (pointer,
 /// editable, scroll) and returns its viewport point.
-async fn locate(
+pub(super) async fn locate(
     bidi: &Bidi,
     context: &str,
     target: &str,
@@ -41,7 +41,7 @@ async fn locate(
     Ok((v["x"].as_i64().unwrap_or(0), v["y"].as_i64().unwrap_or(0)))
 }
 
-fn element_error(v: &Value) -> Result<(), ErrorBody> {
+pub(super) fn element_error(v: &Value) -> Result<(), ErrorBody> {
     match v.get("error").and_then(Value::as_str) {
         None => Ok(()),
         Some("stale_target") => Err(ErrorBody::new(
@@ -59,6 +59,9 @@ fn element_error(v: &Value) -> Result<(), ErrorBody> {
                 Some("did not take focus") => "it did not take the focus",
                 Some("one value for a single select") => "a single select takes one value",
                 Some("no such option") => "a value names no enabled option",
+                Some("not a checkbox or radio") => {
+                    "the element is not an enabled checkbox or radio"
+                }
                 _ => "the element cannot take this action",
             };
             Err(ErrorBody::new(ErrorCode::NotActionable, why))
@@ -66,7 +69,29 @@ fn element_error(v: &Value) -> Result<(), ErrorBody> {
     }
 }
 
-async fn perform(bidi: &Bidi, context: &str, actions: Value) -> Result<(), ErrorBody> {
+/// Performs `actions` and leaves the input state as they left it (keys
+/// held stay held); on failure, releases everything.
+pub(super) async fn press(bidi: &Bidi, context: &str, actions: Value) -> Result<(), ErrorBody> {
+    let r = bidi
+        .command(
+            "input.performActions",
+            json!({"context": context, "actions": actions}),
+            COMMAND_WAIT,
+        )
+        .await;
+    if r.is_err() {
+        let _ = bidi
+            .command(
+                "input.releaseActions",
+                json!({"context": context}),
+                COMMAND_WAIT,
+            )
+            .await;
+    }
+    r.map(|_| ()).map_err(bidi_error)
+}
+
+pub(super) async fn perform(bidi: &Bidi, context: &str, actions: Value) -> Result<(), ErrorBody> {
     let r = bidi
         .command(
             "input.performActions",
@@ -106,7 +131,7 @@ async fn pointer_at(
     .await
 }
 
-async fn viewport(bidi: &Bidi, context: &str) -> Result<(u64, u64), ErrorBody> {
+pub(super) async fn viewport(bidi: &Bidi, context: &str) -> Result<(u64, u64), ErrorBody> {
     let v = agent(bidi, context, json!({"op": "tab"})).await?;
     Ok((
         v["width"].as_u64().unwrap_or(0),
@@ -481,6 +506,11 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
+        BrowserCall::ClickAt { .. }
+        | BrowserCall::DragPath { .. }
+        | BrowserCall::HoverAt { .. }
+        | BrowserCall::HoldKeys { .. }
+        | BrowserCall::SetChecked { .. } => super::pointer::run(bidi, call).await,
     }
 }
 

@@ -21,6 +21,7 @@ pub mod bidi;
 mod context;
 mod keys;
 mod members;
+mod pointer;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -174,6 +175,20 @@ fn read_port(path: &Path) -> Option<u16> {
     u16::try_from(v.get("ws_port")?.as_u64()?).ok()
 }
 
+/// Spawns [`BrowserService::release_input`] when dropped armed.
+struct ReleaseOnDrop(Option<std::sync::Arc<BrowserService>>);
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        if let Some(svc) = self.0.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            tracing::info!("a browser call was dropped midway; releasing its input");
+            rt.spawn(async move { svc.release_input().await });
+        }
+    }
+}
+
 /// A future of the [`Backend`] trait.
 pub type BackendFuture<'a, T> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, ErrorBody>> + Send + 'a>>;
@@ -242,6 +257,42 @@ impl BrowserService {
             state,
             elapsed_ms: started.elapsed().as_millis() as u64,
         })
+    }
+
+    /// Carries out one call on a shared service; if the call is dropped
+    /// midway (the client went away, the deadline passed), whatever input
+    /// it held (keys, buttons) is released at once by a task of its own,
+    /// before any later call can take the browser.
+    pub async fn call_released(
+        self: std::sync::Arc<Self>,
+        call: BrowserCall,
+    ) -> Result<BrowserReply, ErrorBody> {
+        let mut guard = ReleaseOnDrop(Some(std::sync::Arc::clone(&self)));
+        let r = self.call(&call).await;
+        guard.0 = None;
+        r
+    }
+
+    /// Releases every input source of every tab (BiDi `releaseActions`):
+    /// keys up, buttons up, in reverse order of pressing.
+    pub async fn release_input(&self) {
+        let guard = self.browser.lock().await;
+        let Some(browser) = guard.as_ref() else {
+            return;
+        };
+        let Ok(tabs) = context::contexts(&browser.bidi).await else {
+            return;
+        };
+        for (ctx, _) in tabs {
+            let _ = browser
+                .bidi
+                .command(
+                    "input.releaseActions",
+                    serde_json::json!({"context": ctx}),
+                    context::COMMAND_WAIT,
+                )
+                .await;
+        }
     }
 
     /// The tabs, read now.

@@ -368,11 +368,26 @@
     return { ok: true };
   }
 
+  // set_checked's element side: the state of a checkbox or radio (native,
+  // or by ARIA role), through the same ref resolution as every action.
+  function checkedState(ref) {
+    const el = resolve(ref);
+    if (!el) return { error: "stale_target" };
+    const role = roleOf(el);
+    if (role !== "checkbox" && role !== "radio") return { error: "not_actionable", why: "not a checkbox or radio" };
+    if (el.disabled || el.inert || el.getAttribute("aria-disabled") === "true")
+      return { error: "not_actionable", why: "disabled" };
+    const native = el.localName === "input" && (el.type === "checkbox" || el.type === "radio");
+    const checked = native ? el.checked : el.getAttribute("aria-checked") === "true";
+    return { ok: true, checked: checked, radio: role === "radio" };
+  }
+
   let out;
   switch (request.op) {
     case "read": out = read(request.mode, request.query || null); break;
     case "locate": out = locate(request.ref, request.need); break;
     case "select": out = selectValues(request.ref, request.values); break;
+    case "checked": out = checkedState(request.ref); break;
     case "tab": {
       const [title, c] = cut((doc.title || "").toWellFormed ? (doc.title || "").toWellFormed() : "", L.title);
       out = { title: title.replace(/[\u0000-\u001f\u007f]/g, " "), title_truncated: c,

@@ -34,7 +34,8 @@ use serde_json::{Map, Value, json};
 use crate::egress::policy::Origin;
 
 /// The opt-in members of the seed (issue 14): named, never offered by
-/// default, and not implemented by this driver yet.
+/// default; those without a [`member_spec`] are not implemented by this
+/// driver yet and refused when asked for.
 pub const OPT_IN_MEMBERS: [&str; 10] = [
     "hover_at",
     "set_checked",
@@ -83,7 +84,22 @@ enum Kind {
     Region,
     Filter,
     Direction,
+    /// A viewport coordinate in CSS pixels: a safe non-negative integer.
+    Coord,
+    Button,
+    ClickCount,
+    /// A duplicate-free list of Control, Alt, Meta, Shift (may be empty).
+    Modifiers,
+    /// 2..100 points, each exactly `{x, y}`.
+    Path,
+    /// 1..8 unique key names, 1..64 bytes each.
+    HeldKeys,
+    HoldMs,
+    Bool,
 }
+
+/// The largest safe integer (JavaScript's), the bound of every number.
+const MAX_SAFE: u64 = 9_007_199_254_740_991;
 
 fn schema(kind: Kind) -> Value {
     match kind {
@@ -104,6 +120,29 @@ fn schema(kind: Kind) -> Value {
         }),
         Kind::Filter => json!({"type": "string", "enum": ["all", "interactive"]}),
         Kind::Direction => json!({"type": "string", "enum": ["up", "down", "left", "right"]}),
+        Kind::Coord => json!({"type": "integer", "minimum": 0, "maximum": MAX_SAFE}),
+        Kind::Button => json!({"type": "string", "enum": ["left", "right", "middle"]}),
+        Kind::ClickCount => json!({"type": "integer", "enum": [1, 2, 3]}),
+        Kind::Modifiers => json!({
+            "type": "array",
+            "items": {"type": "string", "enum": ["Control", "Alt", "Meta", "Shift"]},
+        }),
+        Kind::Path => json!({
+            "type": "array",
+            "description": "Points in CSS pixels of the whole viewport.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "x": {"type": "integer", "minimum": 0, "maximum": MAX_SAFE},
+                    "y": {"type": "integer", "minimum": 0, "maximum": MAX_SAFE},
+                },
+                "required": ["x", "y"],
+                "additionalProperties": false,
+            },
+        }),
+        Kind::HeldKeys => json!({"type": "array", "items": {"type": "string"}}),
+        Kind::HoldMs => json!({"type": "integer", "minimum": 1, "maximum": wire::MAX_HOLD_MS}),
+        Kind::Bool => json!({"type": "boolean"}),
     }
 }
 
@@ -179,6 +218,37 @@ fn member_spec(member: &str) -> Option<(&'static str, &'static [(&'static str, K
                 ("timeout_ms", Timeout),
                 ("tab_id", Nullable),
             ],
+        ),
+        "click_at" => (
+            "Click at a point of the whole viewport, in CSS pixels, holding the listed modifiers.",
+            &[
+                ("tab_id", Nullable),
+                ("x", Coord),
+                ("y", Coord),
+                ("button", Button),
+                ("click_count", ClickCount),
+                ("keys", Modifiers),
+            ],
+        ),
+        "drag_path" => (
+            "Drag with the left button along 2 to 100 viewport points, in CSS pixels, holding the listed modifiers.",
+            &[("tab_id", Nullable), ("path", Path), ("keys", Modifiers)],
+        ),
+        "hold_keys" => (
+            "Hold keys down together for duration_ms milliseconds, then release them.",
+            &[
+                ("tab_id", Nullable),
+                ("keys", HeldKeys),
+                ("duration_ms", HoldMs),
+            ],
+        ),
+        "hover_at" => (
+            "Move the pointer to a point of the whole viewport, in CSS pixels, without pressing a button.",
+            &[("tab_id", Nullable), ("x", Coord), ("y", Coord)],
+        ),
+        "set_checked" => (
+            "Set a referenced checkbox or radio to the requested checked state.",
+            &[("tab_id", Nullable), ("target", String), ("checked", Bool)],
         ),
         _ => return None,
     })
@@ -309,7 +379,7 @@ impl Toolset {
         let explicit = members.is_some();
         let mut enabled = Vec::new();
         for m in chosen {
-            if OPT_IN_MEMBERS.contains(&m) {
+            if member_spec(m).is_none() {
                 return Err(format!(
                     "browser member `{m}` is not implemented by this driver yet"
                 ));
@@ -501,6 +571,39 @@ fn valid(kind: Kind, v: &Value) -> bool {
         }),
         Kind::Filter => matches!(v.as_str(), Some("all" | "interactive")),
         Kind::Direction => matches!(v.as_str(), Some("up" | "down" | "left" | "right")),
+        Kind::Coord => is_int(v).is_some_and(|n| n <= MAX_SAFE),
+        Kind::Button => matches!(v.as_str(), Some("left" | "right" | "middle")),
+        Kind::ClickCount => is_int(v).is_some_and(|n| (1..=3).contains(&n)),
+        Kind::Modifiers => v.as_array().is_some_and(|a| {
+            let names: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
+            names.len() == a.len()
+                && names
+                    .iter()
+                    .all(|n| matches!(*n, "Control" | "Alt" | "Meta" | "Shift"))
+                && names.iter().collect::<BTreeSet<_>>().len() == names.len()
+        }),
+        Kind::Path => v.as_array().is_some_and(|a| {
+            wire::DRAG_PATH_POINTS.contains(&a.len())
+                && a.iter().all(|p| {
+                    p.as_object().is_some_and(|o| {
+                        o.len() == 2
+                            && [&o.get("x"), &o.get("y")]
+                                .iter()
+                                .all(|c| c.and_then(is_int).is_some_and(|n| n <= MAX_SAFE))
+                    })
+                })
+        }),
+        Kind::HeldKeys => v.as_array().is_some_and(|a| {
+            let names: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
+            names.len() == a.len()
+                && (1..=wire::MAX_HOLD_KEYS).contains(&names.len())
+                && names.iter().all(|n| {
+                    !n.is_empty() && n.len() <= sandtop_protocol::limits::MAX_KEY_NAME_BYTES
+                })
+                && names.iter().collect::<BTreeSet<_>>().len() == names.len()
+        }),
+        Kind::HoldMs => is_int(v).is_some_and(|n| (1..=u64::from(wire::MAX_HOLD_MS)).contains(&n)),
+        Kind::Bool => v.is_boolean(),
     }
 }
 
@@ -801,7 +904,7 @@ mod tests {
             ),
             (Some(s(&["click", "click"])), None, "listed twice"),
             (Some(s(&["click"])), Some(s(&["click_at"])), "not both"),
-            (None, Some(s(&["click_at"])), "not implemented"),
+            (None, Some(s(&["run_script"])), "not implemented"),
             (None, Some(s(&["click"])), "default member already"),
             (Some(s(&["key"])), None, "`key` is disabled"),
         ] {
@@ -831,6 +934,202 @@ mod tests {
             t.prepare("browser_click_at", "{}").unwrap_err(),
             "Browser tool is disabled."
         );
+    }
+
+    #[test]
+    fn pointer_members_are_opt_in_and_their_arguments_exact() {
+        // Off by default, even though implemented.
+        let t = Toolset::new(None, None, policy(), &[]).unwrap();
+        for m in [
+            "click_at",
+            "drag_path",
+            "hover_at",
+            "hold_keys",
+            "set_checked",
+        ] {
+            assert!(!t.members().contains(&m), "{m} on by default");
+            assert_eq!(
+                t.prepare(&format!("browser_{m}"), "{}").unwrap_err(),
+                DISABLED
+            );
+        }
+        let add = s(&[
+            "click_at",
+            "drag_path",
+            "hover_at",
+            "hold_keys",
+            "set_checked",
+        ]);
+        let t = Toolset::new(None, Some(&add), policy(), &[]).unwrap();
+        // Every one state-changing: always confirmed.
+        for m in [
+            "click_at",
+            "drag_path",
+            "hover_at",
+            "hold_keys",
+            "set_checked",
+        ] {
+            assert!(t.members().contains(&m));
+            assert!(Toolset::needs_approval(m), "{m}");
+        }
+        let names: Vec<String> = t
+            .tools()
+            .iter()
+            .map(|v| v["name"].as_str().unwrap().to_string())
+            .collect();
+        assert!(names.contains(&"browser_drag_path".to_string()));
+        let good = [
+            (
+                "browser_click_at",
+                r#"{"tab_id":null,"x":0,"y":10,"button":"right","click_count":3,"keys":[]}"#,
+            ),
+            (
+                "browser_click_at",
+                r#"{"tab_id":"t1","x":5,"y":5,"button":"left","click_count":1,"keys":["Shift","Control"]}"#,
+            ),
+            (
+                "browser_drag_path",
+                r#"{"tab_id":null,"path":[{"x":1,"y":2},{"x":3,"y":4}],"keys":["Alt"]}"#,
+            ),
+            ("browser_hover_at", r#"{"tab_id":null,"x":1,"y":2}"#),
+            (
+                "browser_hold_keys",
+                r#"{"tab_id":null,"keys":["Shift","a"],"duration_ms":3000}"#,
+            ),
+            (
+                "browser_set_checked",
+                r#"{"tab_id":null,"target":"e1","checked":false}"#,
+            ),
+        ];
+        for (name, args) in good {
+            let p = t
+                .prepare(name, args)
+                .unwrap_or_else(|e| panic!("{name} {args}: {e}"));
+            assert!(p.call.is_some());
+        }
+        let path101: Vec<Value> = (0..101).map(|i| json!({"x": i, "y": i})).collect();
+        let path101 = json!({"tab_id": null, "path": path101, "keys": []}).to_string();
+        let bad = [
+            // Negative, fractional, boolean, too large coordinates.
+            (
+                "browser_click_at",
+                r#"{"tab_id":null,"x":-1,"y":0,"button":"left","click_count":1,"keys":[]}"#,
+                "`x`",
+            ),
+            (
+                "browser_click_at",
+                r#"{"tab_id":null,"x":1.5,"y":0,"button":"left","click_count":1,"keys":[]}"#,
+                "`x`",
+            ),
+            (
+                "browser_click_at",
+                r#"{"tab_id":null,"x":true,"y":0,"button":"left","click_count":1,"keys":[]}"#,
+                "`x`",
+            ),
+            (
+                "browser_click_at",
+                r#"{"tab_id":null,"x":9007199254740992,"y":0,"button":"left","click_count":1,"keys":[]}"#,
+                "`x`",
+            ),
+            (
+                "browser_click_at",
+                r#"{"tab_id":null,"x":1,"y":0,"button":"back","click_count":1,"keys":[]}"#,
+                "`button`",
+            ),
+            (
+                "browser_click_at",
+                r#"{"tab_id":null,"x":1,"y":0,"button":"left","click_count":4,"keys":[]}"#,
+                "`click_count`",
+            ),
+            (
+                "browser_click_at",
+                r#"{"tab_id":null,"x":1,"y":0,"button":"left","click_count":0,"keys":[]}"#,
+                "`click_count`",
+            ),
+            (
+                "browser_click_at",
+                r#"{"tab_id":null,"x":1,"y":0,"button":"left","click_count":1,"keys":["Shift","Shift"]}"#,
+                "`keys`",
+            ),
+            (
+                "browser_click_at",
+                r#"{"tab_id":null,"x":1,"y":0,"button":"left","click_count":1,"keys":["Super"]}"#,
+                "`keys`",
+            ),
+            (
+                "browser_click_at",
+                r#"{"tab_id":null,"x":1,"y":0,"button":"left","click_count":1}"#,
+                "`keys` is missing",
+            ),
+            // Extra fields in a point, too few or too many points.
+            (
+                "browser_drag_path",
+                r#"{"tab_id":null,"path":[{"x":1,"y":2,"z":0},{"x":3,"y":4}],"keys":[]}"#,
+                "`path`",
+            ),
+            (
+                "browser_drag_path",
+                r#"{"tab_id":null,"path":[{"x":1,"y":2}],"keys":[]}"#,
+                "`path`",
+            ),
+            ("browser_drag_path", &path101, "`path`"),
+            (
+                "browser_drag_path",
+                r#"{"tab_id":null,"path":[{"x":1},{"x":3,"y":4}],"keys":[]}"#,
+                "`path`",
+            ),
+            // hold_keys: empty, duplicate, too many keys; duration bounds.
+            (
+                "browser_hold_keys",
+                r#"{"tab_id":null,"keys":[],"duration_ms":10}"#,
+                "`keys`",
+            ),
+            (
+                "browser_hold_keys",
+                r#"{"tab_id":null,"keys":["a","a"],"duration_ms":10}"#,
+                "`keys`",
+            ),
+            (
+                "browser_hold_keys",
+                r#"{"tab_id":null,"keys":[""],"duration_ms":10}"#,
+                "`keys`",
+            ),
+            (
+                "browser_hold_keys",
+                r#"{"tab_id":null,"keys":["1","2","3","4","5","6","7","8","9"],"duration_ms":10}"#,
+                "`keys`",
+            ),
+            (
+                "browser_hold_keys",
+                r#"{"tab_id":null,"keys":["a"],"duration_ms":0}"#,
+                "`duration_ms`",
+            ),
+            (
+                "browser_hold_keys",
+                r#"{"tab_id":null,"keys":["a"],"duration_ms":3001}"#,
+                "`duration_ms`",
+            ),
+            // set_checked: a boolean, not a string or number.
+            (
+                "browser_set_checked",
+                r#"{"tab_id":null,"target":"e1","checked":"true"}"#,
+                "`checked`",
+            ),
+            (
+                "browser_set_checked",
+                r#"{"tab_id":null,"target":"e1","checked":1}"#,
+                "`checked`",
+            ),
+            (
+                "browser_hover_at",
+                r#"{"tab_id":null,"x":1,"y":2,"button":"left"}"#,
+                "`button` is not a field",
+            ),
+        ];
+        for (name, args, field) in bad {
+            let e = t.prepare(name, args).unwrap_err();
+            assert!(e.contains(field), "{name} {args}: {e}");
+        }
     }
 
     #[test]
