@@ -704,7 +704,7 @@ fn openapi_schemas_have_exactly_the_fields_of_the_rust_types() {
     {
         use sandtop_protocol::browser::{
             BrowserImage, BrowserOutcome, BrowserRead, BrowserReply, BrowserState, BrowserTab,
-            Omission, ReadElement, ReadOption, ReadRole,
+            Omission, ReadElement, ReadOption, ReadRole, ReadScope,
         };
         let tab = BrowserTab {
             id: "t1".into(),
@@ -737,8 +737,19 @@ fn openapi_schemas_have_exactly_the_fields_of_the_rust_types() {
             BrowserOutcome::Read(BrowserRead {
                 version: 1,
                 text: "t".into(),
-                elements: vec![element],
+                elements: vec![element.clone()],
                 omitted: vec![Omission::Private, Omission::NameLimit],
+                scopes: None,
+            }),
+            BrowserOutcome::Read(BrowserRead {
+                version: 1,
+                text: String::new(),
+                elements: vec![element],
+                omitted: Vec::new(),
+                scopes: Some(vec![ReadScope {
+                    reference: "d.s9".into(),
+                    label: "Billing".into(),
+                }]),
             }),
             BrowserOutcome::Image(BrowserImage {
                 png_base64: "iVBORw0KGgo=".into(),

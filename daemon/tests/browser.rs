@@ -29,6 +29,8 @@ const FIREFOX: &str = "firefox-esr";
 
 #[path = "browser/pointer.rs"]
 mod pointer;
+#[path = "browser/scoped.rs"]
+mod scoped;
 
 struct Daemon {
     child: Child,
@@ -247,6 +249,7 @@ async fn pages() -> String {
         .route("/shadow", get(|| async { Html(SHADOW) }))
         .route("/lone", get(|| async { Html(LONE) }))
         .route("/pointer", get(|| async { Html(pointer::PAGE) }))
+        .route("/scoped", get(|| async { Html(scoped::PAGE) }))
         .route(
             "/inner",
             get(|| async { Html("<!doctype html><body><button>Inner button</button></body>") }),

@@ -206,6 +206,14 @@ pub enum BrowserCall {
         text: String,
         timeout_ms: u32,
     },
+    /// Opt-in: a read of one section (`root`, a scope ref) or, with no
+    /// root, of the page with its sections listed; `depth` DOM levels.
+    ReadPageScoped {
+        tab_id: Option<String>,
+        root: Option<String>,
+        depth: u8,
+        filter: ReadFilter,
+    },
     /// Opt-in: a click at a viewport point (CSS pixels).
     ClickAt {
         tab_id: Option<String>,
@@ -262,6 +270,7 @@ impl BrowserCall {
             BrowserCall::CloseTab { .. } => "close_tab",
             BrowserCall::ScrollTo { .. } => "scroll_to",
             BrowserCall::WaitFor { .. } => "wait_for",
+            BrowserCall::ReadPageScoped { .. } => "read_page_scoped",
             BrowserCall::ClickAt { .. } => "click_at",
             BrowserCall::DragPath { .. } => "drag_path",
             BrowserCall::HoverAt { .. } => "hover_at",
@@ -327,6 +336,16 @@ impl BrowserCall {
             }
             BrowserCall::SelectOption { values, .. } if values.is_empty() || values.len() > 256 => {
                 return Err(format!("`values`: 1 to 256 values, got {}", values.len()));
+            }
+            BrowserCall::ReadPageScoped { root, depth, .. } => {
+                if !(1..=MAX_SCOPE_DEPTH).contains(depth) {
+                    return Err(format!("`depth`: 1 to {MAX_SCOPE_DEPTH}, got {depth}"));
+                }
+                if let Some(r) = root
+                    && (r.is_empty() || r.len() > MAX_REF_BYTES)
+                {
+                    return Err(format!("`root`: 1 to {MAX_REF_BYTES} bytes"));
+                }
             }
             BrowserCall::ClickAt {
                 click_count, keys, ..
@@ -423,6 +442,7 @@ impl BrowserCall {
             | BrowserCall::Zoom { tab_id, .. }
             | BrowserCall::ScrollTo { tab_id, .. }
             | BrowserCall::WaitFor { tab_id, .. }
+            | BrowserCall::ReadPageScoped { tab_id, .. }
             | BrowserCall::ClickAt { tab_id, .. }
             | BrowserCall::DragPath { tab_id, .. }
             | BrowserCall::HoverAt { tab_id, .. }
@@ -527,7 +547,24 @@ pub struct BrowserRead {
     pub text: String,
     pub elements: Vec<ReadElement>,
     pub omitted: Vec<Omission>,
+    /// `read_page_scoped` only (BrowserScopedReadV1): the sections under
+    /// the read's root, each a scope ref that can be the next read's root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<ReadScope>>,
 }
+
+/// A section a scoped read found: its scope ref (never an element ref)
+/// and a label.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadScope {
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub label: String,
+}
+
+/// `read_page_scoped`: the deepest read, in DOM levels below the root.
+pub const MAX_SCOPE_DEPTH: u8 = 32;
 
 /// A viewport capture (PNG).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -59,6 +59,8 @@ pub(super) fn element_error(v: &Value) -> Result<(), ErrorBody> {
                 Some("did not take focus") => "it did not take the focus",
                 Some("one value for a single select") => "a single select takes one value",
                 Some("no such option") => "a value names no enabled option",
+                Some("scope ref") => "a scope ref only chooses the root of a scoped read",
+                Some("not a scope ref") => "the root must be a scope ref from read_page_scoped",
                 Some("not a checkbox or radio") => {
                     "the element is not an enabled checkbox or radio"
                 }
@@ -232,6 +234,7 @@ fn read_report(v: Value) -> Result<BrowserRead, ErrorBody> {
         "text": v.get("text").cloned().unwrap_or(json!("")),
         "elements": v.get("elements").cloned().unwrap_or(json!([])),
         "omitted": v.get("omitted").cloned().unwrap_or(json!([])),
+        "scopes": v.get("scopes").cloned(),
     }))
     .map_err(|_| {
         ErrorBody::new(
@@ -260,6 +263,28 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
             };
             let v = agent(bidi, &ctx, json!({"op": "read", "mode": mode})).await?;
             Ok(BrowserOutcome::Read(read_report(v)?))
+        }
+        BrowserCall::ReadPageScoped {
+            tab_id,
+            root,
+            depth,
+            filter,
+        } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            let mode = match filter {
+                ReadFilter::All => "all",
+                ReadFilter::Interactive => "interactive",
+            };
+            let v = agent(
+                bidi,
+                &ctx,
+                json!({"op": "scoped", "root": root, "depth": depth, "mode": mode}),
+            )
+            .await?;
+            element_error(&v)?;
+            let mut r = read_report(v)?;
+            r.scopes.get_or_insert_with(Vec::new);
+            Ok(BrowserOutcome::Read(r))
         }
         BrowserCall::GetPageText { tab_id } => {
             let ctx = target_tab(bidi, tab_id.as_deref()).await?;

@@ -23,6 +23,10 @@
       next: 1,
       byRef: new Map(),
       byEl: new WeakMap(),
+      // Scope refs (read_page_scoped): another namespace of the same
+      // document, so both kinds go stale together.
+      scopeByRef: new Map(),
+      scopeByEl: new WeakMap(),
     };
   }
   const reg = g.__sandtopRegistry;
@@ -172,8 +176,30 @@
     reg.byRef.set(r, new WeakRef(el));
     return r;
   }
+  function isScopeRef(ref) {
+    return typeof ref === "string" && ref.startsWith(reg.doc + ".s");
+  }
+  function scopeFor(el) {
+    let r = reg.scopeByEl.get(el);
+    if (r) return r;
+    if (reg.scopeByRef.size >= L.refs) {
+      for (const [k, w] of reg.scopeByRef) if (!w.deref() || !w.deref().isConnected) reg.scopeByRef.delete(k);
+      if (reg.scopeByRef.size >= L.refs) return null;
+    }
+    r = reg.doc + ".s" + (reg.next++);
+    reg.scopeByEl.set(el, r);
+    reg.scopeByRef.set(r, new WeakRef(el));
+    return r;
+  }
+  function resolveScope(ref) {
+    if (!isScopeRef(ref)) return null;
+    const w = reg.scopeByRef.get(ref);
+    const el = w && w.deref();
+    if (!el || !el.isConnected || !visible(el)) return null;
+    return el;
+  }
   function resolve(ref) {
-    if (typeof ref !== "string" || !ref.startsWith(reg.doc + ".")) return null;
+    if (typeof ref !== "string" || !ref.startsWith(reg.doc + ".") || isScopeRef(ref)) return null;
     const w = reg.byRef.get(ref);
     const el = w && w.deref();
     if (!el || !el.isConnected || !visible(el)) return null;
@@ -295,8 +321,124 @@
     return { text, elements, omitted: Array.from(omitted) };
   }
 
+  // --- scoped reads ----------------------------------------------------------
+  // Sections: landmarks and named regions, by ARIA role or the HTML element
+  // that implies one.
+  const SECTION_ROLES = new Set(["region", "navigation", "main", "banner", "contentinfo",
+    "complementary", "form", "search", "dialog", "alertdialog", "article", "group"]);
+  const IMPLICIT = { header: "banner", nav: "navigation", main: "main", aside: "complementary",
+    footer: "contentinfo", form: "form", dialog: "dialog", section: "region", article: "article",
+    fieldset: "group", search: "search" };
+  function sectionRole(el) {
+    const aria = (el.getAttribute("role") || "").trim().split(/\s+/)[0].toLowerCase();
+    const role = aria || IMPLICIT[el.localName];
+    return role && SECTION_ROLES.has(role) ? role : null;
+  }
+  // The first heading that belongs to `el` itself, not to a section
+  // nested in it.
+  function ownHeading(el) {
+    for (const h of el.querySelectorAll("h1, h2, h3, h4, h5, h6")) {
+      let p = h.parentElement, nested = false;
+      for (; p && p !== el; p = p.parentElement) if (sectionRole(p)) { nested = true; break; }
+      if (!nested) return h;
+    }
+    return null;
+  }
+  function sectionLabel(el) {
+    const role = sectionRole(el);
+    if (!role) return null;
+    let name = clean(byIds(el, "aria-labelledby")) || clean(el.getAttribute("aria-label"));
+    if (!name && el.localName === "fieldset") {
+      const lg = el.querySelector(":scope > legend");
+      if (lg) name = clean(textOf(lg, 0));
+    }
+    if (!name) {
+      const h = ownHeading(el);
+      if (h) name = clean(textOf(h, 0));
+    }
+    if (!name) name = role;
+    return cut(name, L.label)[0] || role;
+  }
+  // Visits `root` and what lies at most `maxDepth` DOM levels below it
+  // (children, open shadow roots and same-origin frames each one level).
+  function walkFrom(root, maxDepth, visit, omitted) {
+    let nodes = 0, frames = 0;
+    const stack = [[root, 0]];
+    while (stack.length) {
+      const [el, level] = stack.pop();
+      if (!el || el.nodeType !== 1) continue;
+      if (++nodes > L.nodes) { omitted.add("work_limit"); return; }
+      const tag = el.localName;
+      if (tag === "script" || tag === "style" || tag === "template" || tag === "noscript") continue;
+      if (visit(el, level) === "stop") return;
+      if (level >= maxDepth) continue;
+      if (tag === "iframe" || tag === "frame") {
+        let inner = null;
+        try { inner = el.contentDocument; } catch (_) { inner = null; }
+        if (!inner) { if (visible(el)) omitted.add("remote_action"); continue; }
+        if (++frames > L.frames) { omitted.add("frame_limit"); continue; }
+        stack.push([inner.documentElement, level + 1]);
+        continue;
+      }
+      const kids = el.children;
+      for (let i = kids.length - 1; i >= 0; i--) stack.push([kids[i], level + 1]);
+      if (el.shadowRoot) {
+        const sk = el.shadowRoot.children;
+        for (let i = sk.length - 1; i >= 0; i--) stack.push([sk[i], level + 1]);
+      }
+    }
+  }
+  function scopedRead(rootRef, depth, mode) {
+    const omitted = new Set();
+    const elements = [], scopes = [];
+    if (!/^(text\/html|application\/xhtml\+xml)$/.test(doc.contentType || "") || !doc.body) {
+      return { text: "", elements, omitted: ["unsupported_root"], scopes };
+    }
+    let root = doc.body;
+    if (rootRef !== null && rootRef !== undefined) {
+      root = resolveScope(rootRef);
+      if (!root) {
+        if (typeof rootRef === "string" && rootRef.startsWith(reg.doc + ".") && reg.byRef.has(rootRef))
+          return { error: "not_actionable", why: "not a scope ref" };
+        return { error: "stale_target" };
+      }
+    }
+    walkFrom(root, depth, (el, level) => {
+      if (level > 0 && visible(el)) {
+        const label = sectionLabel(el);
+        if (label && scopes.length < L.elements) {
+          const ref = scopeFor(el);
+          if (ref) scopes.push({ ref, label });
+          else omitted.add("target_limit");
+        }
+      }
+      const role = roleOf(el);
+      if (!role) return;
+      if (el.disabled || el.getAttribute("aria-disabled") === "true" || el.inert) return;
+      if (!visible(el)) return;
+      if (role === "unsupported") { omitted.add("unsupported_control"); return; }
+      if (elements.length >= L.elements) { omitted.add("report_limit"); return "stop"; }
+      const d = describe(el, role, omitted);
+      if (d) elements.push(d);
+    }, omitted);
+    let text = "";
+    if (mode === "all") {
+      let raw = root.innerText || "";
+      if (raw.length > 8 * L.text) { raw = raw.slice(0, 8 * L.text); omitted.add("text_limit"); }
+      raw = raw.toWellFormed ? raw.toWellFormed() : raw;
+      raw = raw.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, " ");
+      const lines = raw.split("\n").map((l) => l.replace(/[ \t\u00a0]+/g, " ").trim()).filter(Boolean);
+      let c;
+      [text, c] = cut(lines.join("\n"), L.text);
+      if (c) omitted.add("text_limit");
+    }
+    return { text, elements, omitted: Array.from(omitted), scopes };
+  }
+
   // --- actions' element side --------------------------------------------------
+  const SCOPE_REFUSED = { error: "not_actionable", why: "scope ref" };
   function locate(ref, need) {
+    if (isScopeRef(ref)) return SCOPE_REFUSED;
     const el = resolve(ref);
     if (!el) return { error: "stale_target" };
     const role = roleOf(el);
@@ -351,6 +493,7 @@
   }
 
   function selectValues(ref, values) {
+    if (isScopeRef(ref)) return SCOPE_REFUSED;
     const el = resolve(ref);
     if (!el) return { error: "stale_target" };
     if (el.localName !== "select" || el.disabled) return { error: "not_actionable", why: "not an enabled select" };
@@ -371,6 +514,7 @@
   // set_checked's element side: the state of a checkbox or radio (native,
   // or by ARIA role), through the same ref resolution as every action.
   function checkedState(ref) {
+    if (isScopeRef(ref)) return SCOPE_REFUSED;
     const el = resolve(ref);
     if (!el) return { error: "stale_target" };
     const role = roleOf(el);
@@ -388,6 +532,7 @@
     case "locate": out = locate(request.ref, request.need); break;
     case "select": out = selectValues(request.ref, request.values); break;
     case "checked": out = checkedState(request.ref); break;
+    case "scoped": out = scopedRead(request.root, request.depth, request.mode); break;
     case "tab": {
       const [title, c] = cut((doc.title || "").toWellFormed ? (doc.title || "").toWellFormed() : "", L.title);
       out = { title: title.replace(/[\u0000-\u001f\u007f]/g, " "), title_truncated: c,

@@ -50,8 +50,9 @@ pub const OPT_IN_MEMBERS: [&str; 10] = [
 ];
 
 /// Members that only read.
-const READ_ONLY: [&str; 7] = [
+const READ_ONLY: [&str; 8] = [
     "read_page",
+    "read_page_scoped",
     "get_page_text",
     "find",
     "screenshot",
@@ -96,6 +97,8 @@ enum Kind {
     HeldKeys,
     HoldMs,
     Bool,
+    /// `read_page_scoped`'s depth: 1..32 DOM levels.
+    Depth,
 }
 
 /// The largest safe integer (JavaScript's), the bound of every number.
@@ -143,6 +146,7 @@ fn schema(kind: Kind) -> Value {
         Kind::HeldKeys => json!({"type": "array", "items": {"type": "string"}}),
         Kind::HoldMs => json!({"type": "integer", "minimum": 1, "maximum": wire::MAX_HOLD_MS}),
         Kind::Bool => json!({"type": "boolean"}),
+        Kind::Depth => json!({"type": "integer", "minimum": 1, "maximum": wire::MAX_SCOPE_DEPTH}),
     }
 }
 
@@ -217,6 +221,15 @@ fn member_spec(member: &str) -> Option<(&'static str, &'static [(&'static str, K
                 ("text", WaitText),
                 ("timeout_ms", Timeout),
                 ("tab_id", Nullable),
+            ],
+        ),
+        "read_page_scoped" => (
+            "Read one section of the page: root null lists the visible sections as scope refs; a scope ref reads inside that section, depth DOM levels deep. Scope refs only choose read roots.",
+            &[
+                ("tab_id", Nullable),
+                ("root", Nullable),
+                ("depth", Depth),
+                ("filter", Filter),
             ],
         ),
         "click_at" => (
@@ -604,6 +617,9 @@ fn valid(kind: Kind, v: &Value) -> bool {
         }),
         Kind::HoldMs => is_int(v).is_some_and(|n| (1..=u64::from(wire::MAX_HOLD_MS)).contains(&n)),
         Kind::Bool => v.is_boolean(),
+        Kind::Depth => {
+            is_int(v).is_some_and(|n| (1..=u64::from(wire::MAX_SCOPE_DEPTH)).contains(&n))
+        }
     }
 }
 
@@ -692,6 +708,10 @@ pub fn validate_read(member: &str, r: &BrowserRead) -> Result<Value, String> {
     if r.version != 1 || (member == "get_page_text" && !r.elements.is_empty()) {
         return Err(bad());
     }
+    // Scopes come with a scoped read, and only with one.
+    if (member == "read_page_scoped") != r.scopes.is_some() {
+        return Err(bad());
+    }
     let mut refs = BTreeSet::new();
     for e in &r.elements {
         if e.reference.is_empty()
@@ -724,6 +744,19 @@ pub fn validate_read(member: &str, r: &BrowserRead) -> Result<Value, String> {
                     return Err(bad());
                 }
             }
+        }
+    }
+    // Scope refs: unique, bounded, labelled, and never an element's ref.
+    let mut scope_refs = BTreeSet::new();
+    for sc in r.scopes.iter().flatten() {
+        if sc.reference.is_empty()
+            || sc.reference.len() > wire::MAX_REF_BYTES
+            || refs.contains(sc.reference.as_str())
+            || !scope_refs.insert(sc.reference.as_str())
+            || sc.label.is_empty()
+            || sc.label.len() > wire::MAX_LABEL_BYTES
+        {
+            return Err(bad());
         }
     }
     let mut omitted = r.omitted.clone();
@@ -798,7 +831,7 @@ pub fn image_url(img: &BrowserImage) -> String {
 /// The result of a successful outcome, validated for its member.
 pub fn result_of(member: &str, outcome: &BrowserOutcome) -> Result<Value, String> {
     match (member, outcome) {
-        ("read_page" | "get_page_text" | "find", BrowserOutcome::Read(r)) => {
+        ("read_page" | "read_page_scoped" | "get_page_text" | "find", BrowserOutcome::Read(r)) => {
             validate_read(member, r)
         }
         ("screenshot" | "zoom", BrowserOutcome::Image(i)) => {
@@ -941,6 +974,7 @@ mod tests {
         // Off by default, even though implemented.
         let t = Toolset::new(None, None, policy(), &[]).unwrap();
         for m in [
+            "read_page_scoped",
             "click_at",
             "drag_path",
             "hover_at",
@@ -959,8 +993,40 @@ mod tests {
             "hover_at",
             "hold_keys",
             "set_checked",
+            "read_page_scoped",
         ]);
         let t = Toolset::new(None, Some(&add), policy(), &[]).unwrap();
+        // The scoped read is a read: not confirmed unless --confirm-reads.
+        assert!(!Toolset::needs_approval("read_page_scoped"));
+        for (args, ok) in [
+            (
+                r#"{"tab_id":null,"root":null,"depth":1,"filter":"all"}"#,
+                true,
+            ),
+            (
+                r#"{"tab_id":null,"root":"d.s1","depth":32,"filter":"interactive"}"#,
+                true,
+            ),
+            (
+                r#"{"tab_id":null,"root":null,"depth":0,"filter":"all"}"#,
+                false,
+            ),
+            (
+                r#"{"tab_id":null,"root":null,"depth":33,"filter":"all"}"#,
+                false,
+            ),
+            (
+                r#"{"tab_id":null,"root":"","depth":3,"filter":"all"}"#,
+                false,
+            ),
+            (r#"{"tab_id":null,"root":null,"depth":3}"#, false),
+        ] {
+            assert_eq!(
+                t.prepare("browser_read_page_scoped", args).is_ok(),
+                ok,
+                "{args}"
+            );
+        }
         // Every one state-changing: always confirmed.
         for m in [
             "click_at",
@@ -1321,7 +1387,7 @@ mod tests {
 
     #[test]
     fn read_reports_are_checked() {
-        use sandtop_protocol::browser::{Omission, ReadElement, ReadOption};
+        use sandtop_protocol::browser::{Omission, ReadElement, ReadOption, ReadScope};
         let el = |r: &str, role: ReadRole| ReadElement {
             reference: r.into(),
             role,
@@ -1335,6 +1401,7 @@ mod tests {
             text: "t".into(),
             elements: vec![el("a", ReadRole::Button), el("b", ReadRole::Checkbox)],
             omitted: vec![Omission::Private, Omission::Private],
+            scopes: None,
         };
         let v = validate_read("read_page", &good).unwrap();
         assert_eq!(v["omitted"], json!(["private"]));
@@ -1355,6 +1422,30 @@ mod tests {
         empty.elements[0].label = String::new();
         assert!(validate_read("read_page", &empty).is_err());
         assert!(validate_read("get_page_text", &good).is_err());
+        // Scopes: only with a scoped read, which must carry them; unique,
+        // labelled, bounded, never an element's ref.
+        assert!(validate_read("read_page_scoped", &good).is_err());
+        let scope = |r: &str, l: &str| ReadScope {
+            reference: r.into(),
+            label: l.into(),
+        };
+        let mut scoped = good.clone();
+        scoped.scopes = Some(vec![scope("s1", "Billing"), scope("s2", "Shipping")]);
+        let v = validate_read("read_page_scoped", &scoped).unwrap();
+        assert_eq!(v["scopes"][1], json!({"ref": "s2", "label": "Shipping"}));
+        assert!(validate_read("read_page", &scoped).is_err());
+        for bad in [
+            vec![scope("s1", "A"), scope("s1", "B")],
+            vec![scope("a", "Same as an element ref")],
+            vec![scope("", "x")],
+            vec![scope("s1", "")],
+            vec![scope(&"s".repeat(257), "x")],
+            vec![scope("s1", &"L".repeat(257))],
+        ] {
+            let mut r = good.clone();
+            r.scopes = Some(bad.clone());
+            assert!(validate_read("read_page_scoped", &r).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

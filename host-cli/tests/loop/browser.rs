@@ -157,6 +157,7 @@ impl FakePages {
                 })
                 .collect(),
             omitted: Vec::new(),
+            scopes: None,
         }
     }
 
