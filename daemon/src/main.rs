@@ -276,13 +276,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         tracing::info!(listen = %l.describe(), x_display = %x_display, "sandtopd is serving");
     }
     let router = api::router(Arc::clone(&state));
-    let shutdown_state = Arc::clone(&state);
-    api::server::serve(router, listeners, async move {
-        wait_for_signal().await;
-        tracing::info!("shutting down: no new requests, draining those in flight");
-        shutdown_state.shutting_down.store(true, Ordering::Release);
-    })
+    // On SIGTERM or SIGINT: draining, then closed (see api::server).
+    api::server::serve_draining(
+        router,
+        listeners,
+        Arc::clone(&state.lifecycle),
+        async move {
+            wait_for_signal().await;
+            tracing::info!("shutting down: no new work, draining the work in flight");
+        },
+    )
     .await;
+    tracing::info!("closed: stopping the browser and the display");
 
     // 4. Stop in order: the browser, input released by the desktop task,
     //    then the display's children.

@@ -1,5 +1,5 @@
 //! The api tier: the real router and desktop task over the fake driver, no
-//! X server and (but for one test) no sockets.
+//! X server and (but for two tests) no sockets.
 //!
 //! 1. [`Fx`] builds `sandtopd::api::router` on `desktop::spawn` with a
 //!    [`FakeDriver`]; the fake records every primitive it receives, so a
@@ -27,9 +27,10 @@ use futures_util::StreamExt as _;
 use http::{HeaderMap, Method, Request, StatusCode, header};
 use http_body_util::BodyExt as _;
 use sandtop_protocol::{
-    Action, BatchRequest, BatchResponse, Button, Capabilities, Coord, ErrorBody, ErrorCode, Fit,
-    Health, HealthStatus, ImageFormat, Info, Limits, PROTOCOL_VERSION, Rect, ScaleMap, Screenshot,
-    ScreenshotOptions, ScreenshotResponse, Size, Timings, check_protocol, limits, paths,
+    Action, BatchRequest, BatchResponse, Button, Capabilities, Coord, DaemonState, ErrorBody,
+    ErrorCode, Fit, Health, HealthStatus, ImageFormat, Info, InfoReply, Limits, PROTOCOL_VERSION,
+    Rect, ScaleMap, Screenshot, ScreenshotOptions, ScreenshotResponse, Size, Timings,
+    check_protocol, limits, paths,
 };
 use sandtop_testkit::openapi::{daemon_spec, errors, validator};
 use sandtopd::api::server::{bind_unix, serve_with};
@@ -289,7 +290,7 @@ impl Reply {
 /// The schemas replies and requests are checked against.
 const CHECKED_SCHEMAS: &[&str] = &[
     "Health",
-    "Info",
+    "InfoReply",
     "BatchResponse",
     "ScreenshotResponse",
     "ErrorBody",
@@ -336,7 +337,7 @@ fn check_reply(path: &str, status: StatusCode, body: &[u8], token: &str) -> Valu
     });
     let name = match (status.as_u16(), path) {
         (200 | 503, paths::HEALTH) => "Health",
-        (200, paths::INFO) => "Info",
+        (200, paths::INFO) => "InfoReply",
         (200, paths::ACTIONS) => "BatchResponse",
         (200, paths::SCREENSHOT) => "ScreenshotResponse",
         (200, _) => panic!("{path}: unexpected 200: {}", brief(&json)),
@@ -674,16 +675,30 @@ fn openapi_schemas_have_exactly_the_fields_of_the_rust_types() {
         &serde_json::to_value(&capabilities).unwrap(),
     );
     assert_schema_fields("Limits", &serde_json::to_value(Limits::current()).unwrap());
-    assert_schema_fields(
-        "Info",
-        &serde_json::to_value(Info {
-            protocol: PROTOCOL_VERSION.into(),
-            daemon_version: "0.1.0".into(),
-            display: Some(size),
-            capabilities,
-            limits: Limits::current(),
-        })
-        .unwrap(),
+    for state in [
+        DaemonState::Open,
+        DaemonState::Draining,
+        DaemonState::Closed,
+    ] {
+        assert_schema_fields(
+            "InfoReply",
+            &serde_json::to_value(InfoReply {
+                info: Info {
+                    protocol: PROTOCOL_VERSION.into(),
+                    daemon_version: "0.1.0".into(),
+                    display: Some(size),
+                    capabilities: capabilities.clone(),
+                    limits: Limits::current(),
+                },
+                state,
+            })
+            .unwrap(),
+        );
+    }
+    assert_eq!(
+        spec_schema("DaemonState")["enum"],
+        json!(["open", "draining", "closed"]),
+        "DaemonState lists the states of protocol/src/api.rs"
     );
     for (status, wm) in [
         (HealthStatus::Ok, None),
@@ -832,7 +847,7 @@ fn openapi_paths_statuses_and_limits_match_the_code() {
         (
             paths::INFO,
             "get",
-            "Info",
+            "InfoReply",
             &["200", "401", "403", "405", "500", "503"],
         ),
         (
@@ -2629,7 +2644,9 @@ async fn a12_error_bodies_leak_no_token_path_or_backtrace() {
 #[tokio::test]
 async fn a14_info_reports_protocol_1_0_and_a_major_mismatch_is_refused_clearly() {
     let fx = Fx::new();
-    let info: Info = serde_json::from_value(fx.call(fx.get(paths::INFO)).await.json).unwrap();
+    let reply: InfoReply = serde_json::from_value(fx.call(fx.get(paths::INFO)).await.json).unwrap();
+    assert_eq!(reply.state, DaemonState::Open);
+    let info = reply.info;
     assert_eq!(info.protocol, "1.0");
     assert_eq!(info.protocol, PROTOCOL_VERSION);
     assert_eq!(info.daemon_version, env!("CARGO_PKG_VERSION"));
@@ -2794,6 +2811,7 @@ async fn a10_slow_clients_are_dropped_without_hurting_others() {
         fx.router.clone(),
         vec![listener],
         header_timeout,
+        Some(Arc::clone(&fx.api.lifecycle)),
         async move {
             let _ = stopped.await;
         },
@@ -2932,4 +2950,141 @@ async fn a_batch_without_final_screenshot_captures_nothing() {
         evs.contains(&Event::Settle),
         "the final screenshot settles: {evs:?}"
     );
+}
+
+// ---------------------------------------------------------------------
+// docs/contract.md rule 7: a stop drains, then closes
+// ---------------------------------------------------------------------
+
+/// `GET /v1/info` over `client`, checked against the spec: its state.
+async fn info_state(client: &mut Client, token: &str) -> DaemonState {
+    let (status, body) = client
+        .request(Method::GET, paths::INFO, None)
+        .await
+        .unwrap();
+    let json = check_reply(paths::INFO, status, &body, token);
+    assert_eq!(status, StatusCode::OK, "{}", brief(&json));
+    serde_json::from_value::<InfoReply>(json).unwrap().state
+}
+
+/// After a stop, a call that came earlier finishes with its result while
+/// `/v1/info` (on an open connection and on a new one) says `draining` and
+/// new work is refused with `shutting_down`; once it is done, `closed`,
+/// and the socket stops accepting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rule7_a_stop_reports_draining_while_a_call_is_in_flight_then_closed() {
+    let fx = Arc::new(Fx::new());
+    let token = fx.token().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sandtopd.sock");
+    let listener = bind_unix(&path).await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve_with(
+        fx.router.clone(),
+        vec![listener],
+        Duration::from_secs(10),
+        Some(Arc::clone(&fx.api.lifecycle)),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let mut watcher = Client::connect(&path, Some(token.clone())).await.unwrap();
+    assert_eq!(info_state(&mut watcher, &token).await, DaemonState::Open);
+
+    // A call in flight: 40 characters at 50 ms each.
+    fx.knobs(|s| s.slow = Some(Duration::from_millis(50)));
+    let text: String = "abcdefghij".repeat(4);
+    let call = {
+        let (path, token) = (path.clone(), token.clone());
+        let body = serde_json::to_vec(&json!({"actions": [type_text(&text)]})).unwrap();
+        tokio::spawn(async move {
+            let mut c = Client::connect(&path, Some(token)).await.unwrap();
+            c.request(Method::POST, paths::ACTIONS, Some(body))
+                .await
+                .unwrap()
+        })
+    };
+    fx.wait_events(1, Duration::from_secs(5)).await;
+
+    // The stop.
+    stop.send(()).unwrap();
+    let end = Instant::now() + Duration::from_secs(5);
+    while !fx.api.lifecycle.stopping() {
+        assert!(Instant::now() < end, "the server never began the stop");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // Draining, on the open connection and on a new one; health answers.
+    assert_eq!(
+        info_state(&mut watcher, &token).await,
+        DaemonState::Draining
+    );
+    let mut fresh = Client::connect(&path, Some(token.clone())).await.unwrap();
+    assert_eq!(info_state(&mut fresh, &token).await, DaemonState::Draining);
+    let (status, body) = fresh
+        .request(Method::GET, paths::HEALTH, None)
+        .await
+        .unwrap();
+    check_reply(paths::HEALTH, status, &body, &token);
+    assert_eq!(status, StatusCode::OK);
+    // New work is refused (not `busy`: refused because of the stop), and
+    // none of it runs.
+    for (p, body) in [
+        (
+            paths::ACTIONS,
+            json!({"actions": [{"type": "keypress", "keys": ["F5"]}]}),
+        ),
+        (paths::SCREENSHOT, json!({})),
+    ] {
+        let (status, bytes) = fresh
+            .request(Method::POST, p, Some(serde_json::to_vec(&body).unwrap()))
+            .await
+            .unwrap();
+        let json = check_reply(p, status, &bytes, &token);
+        let e: ErrorBody = serde_json::from_value(json).unwrap();
+        assert_eq!(
+            (status, e.code),
+            (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::ShuttingDown),
+            "{p}"
+        );
+    }
+    assert!(
+        !fx.events().contains(&Event::Capture(Rect::full(SCREEN))),
+        "the call finished before the draining checks; the test proves nothing"
+    );
+    assert_eq!(fx.api.lifecycle.state(), DaemonState::Draining);
+
+    // The call finishes with its result.
+    let (status, bytes) = tokio::time::timeout(CALL_LIMIT, call)
+        .await
+        .expect("the call in flight never finished")
+        .unwrap();
+    check_reply(paths::ACTIONS, status, &bytes, &token);
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&bytes)
+    );
+    // Closed: the server returns within the drain deadline and its socket
+    // refuses connections; info (through the router) says closed.
+    drop((watcher, fresh));
+    tokio::time::timeout(
+        sandtopd::api::server::DRAIN_TIMEOUT + Duration::from_secs(2),
+        server,
+    )
+    .await
+    .expect("serve did not return after the drain")
+    .unwrap();
+    assert_eq!(fx.api.lifecycle.state(), DaemonState::Closed);
+    let reply: InfoReply = serde_json::from_value(fx.call(fx.get(paths::INFO)).await.json).unwrap();
+    assert_eq!(reply.state, DaemonState::Closed);
+    let refused = tokio::net::UnixStream::connect(&path).await.unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+    fx.run(json!([click(5, 5)]))
+        .await
+        .assert_error(503, ErrorCode::ShuttingDown);
+    fx.knobs(|s| s.slow = None);
+    let mut want: Vec<Event> = text.chars().map(Event::Char).collect();
+    want.extend([Event::Settle, Event::Capture(Rect::full(SCREEN))]);
+    assert_eq!(fx.take_events(), want, "only the call in flight ran");
 }

@@ -250,7 +250,41 @@ impl Limits {
     }
 }
 
-/// Reply of `GET /v1/info`.
+/// Where the daemon is in its life (docs/contract.md rule 7).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DaemonState {
+    /// Serving: new actions are accepted.
+    #[default]
+    Open,
+    /// A stop was requested: new actions, screenshots and browser calls are
+    /// refused (`shutting_down`), and one that came earlier is still in
+    /// flight (it may still have effects).
+    Draining,
+    /// A stop was requested and nothing is in flight any more: the daemon
+    /// stops listening and shuts its display down.
+    Closed,
+}
+
+impl DaemonState {
+    /// The word used on the wire and by `host-cli guest ls`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DaemonState::Open => "open",
+            DaemonState::Draining => "draining",
+            DaemonState::Closed => "closed",
+        }
+    }
+}
+
+impl std::fmt::Display for DaemonState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a daemon is: its version, display, capabilities and limits (the
+/// fixed part of `GET /v1/info`, see [`InfoReply`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Info {
@@ -259,4 +293,116 @@ pub struct Info {
     pub display: Option<Size>,
     pub capabilities: Capabilities,
     pub limits: Limits,
+}
+
+/// Reply of `GET /v1/info`: [`Info`] and the daemon's lifecycle state, as
+/// one flat JSON object (`{protocol, ..., limits, state}`), read as
+/// strictly as every reply (unknown fields refused). A daemon older than
+/// `state` does not send it; it is then `open` (it answered, so it
+/// serves), so a serialized [`Info`] is a valid reply too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "InfoWire", into = "InfoWire")]
+pub struct InfoReply {
+    pub info: Info,
+    pub state: DaemonState,
+}
+
+/// The wire shape of [`InfoReply`].
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InfoWire {
+    protocol: String,
+    daemon_version: String,
+    display: Option<Size>,
+    capabilities: Capabilities,
+    limits: Limits,
+    #[serde(default)]
+    state: DaemonState,
+}
+
+impl From<InfoWire> for InfoReply {
+    fn from(w: InfoWire) -> InfoReply {
+        InfoReply {
+            info: Info {
+                protocol: w.protocol,
+                daemon_version: w.daemon_version,
+                display: w.display,
+                capabilities: w.capabilities,
+                limits: w.limits,
+            },
+            state: w.state,
+        }
+    }
+}
+
+impl From<InfoReply> for InfoWire {
+    fn from(r: InfoReply) -> InfoWire {
+        let Info {
+            protocol,
+            daemon_version,
+            display,
+            capabilities,
+            limits,
+        } = r.info;
+        InfoWire {
+            protocol,
+            daemon_version,
+            display,
+            capabilities,
+            limits,
+            state: r.state,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info() -> Info {
+        Info {
+            protocol: PROTOCOL_VERSION.to_string(),
+            daemon_version: "0.1.0".into(),
+            display: Some(Size::new(640, 480)),
+            capabilities: Capabilities {
+                xtest: true,
+                shm: false,
+                damage: false,
+                xfixes: false,
+                randr: false,
+                formats: vec![ImageFormat::Png],
+            },
+            limits: Limits::current(),
+        }
+    }
+
+    #[test]
+    fn info_reply_is_one_flat_strict_object_whose_state_defaults_to_open() {
+        for state in [
+            DaemonState::Open,
+            DaemonState::Draining,
+            DaemonState::Closed,
+        ] {
+            let reply = InfoReply {
+                info: info(),
+                state,
+            };
+            let v = serde_json::to_value(&reply).unwrap();
+            assert_eq!(v["state"], state.as_str());
+            assert_eq!(v["protocol"], PROTOCOL_VERSION);
+            assert_eq!(serde_json::from_value::<InfoReply>(v).unwrap(), reply);
+        }
+        // An older daemon's reply (no `state`) reads as open.
+        let old = serde_json::to_value(info()).unwrap();
+        let read: InfoReply = serde_json::from_value(old.clone()).unwrap();
+        assert_eq!(read.state, DaemonState::Open);
+        assert_eq!(read.info, info());
+        // Unknown fields and unknown states are refused.
+        let mut extra = old.clone();
+        extra["surprise"] = serde_json::json!(1);
+        assert!(serde_json::from_value::<InfoReply>(extra).is_err());
+        let mut odd = old;
+        odd["state"] = serde_json::json!("sleeping");
+        assert!(serde_json::from_value::<InfoReply>(odd).is_err());
+    }
 }

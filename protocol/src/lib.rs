@@ -30,9 +30,9 @@ mod strict;
 
 pub use action::{Action, ActionRejection, Button, Coord, check_text};
 pub use api::{
-    BatchRequest, BatchResponse, Capabilities, Health, HealthStatus, ImageFormat, Info, Limits,
-    PROTOCOL_MAJOR, PROTOCOL_VERSION, Screenshot, ScreenshotOptions, ScreenshotResponse, Timings,
-    check_protocol, paths,
+    BatchRequest, BatchResponse, Capabilities, DaemonState, Health, HealthStatus, ImageFormat,
+    Info, InfoReply, Limits, PROTOCOL_MAJOR, PROTOCOL_VERSION, Screenshot, ScreenshotOptions,
+    ScreenshotResponse, Timings, check_protocol, paths,
 };
 pub use browser::{BrowserCall, BrowserOutcome, BrowserReply, BrowserState};
 pub use error::{ErrorBody, ErrorCode};

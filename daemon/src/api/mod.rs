@@ -10,25 +10,32 @@
 //!    input gate or answers `busy`, and hands the job to the desktop task;
 //! 5. the reply, or an [`ErrorBody`], goes back as JSON. Every failure —
 //!    ours, axum's, tower's — leaves as `{code, message}` ([`error`]).
+//!
+//! Work (actions, screenshots, browser calls) is counted by
+//! [`lifecycle`] between step 2 and the reply; once a stop was requested
+//! new work is refused with `shutting_down` while reads are still
+//! answered, and `/v1/info` reports `draining`, then `closed`.
 
 pub mod error;
 pub mod guard;
+pub mod lifecycle;
 pub mod reply;
 pub mod server;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use sandtop_protocol::{
-    BatchRequest, ErrorBody, ErrorCode, Health, HealthStatus, Info, Limits, PROTOCOL_VERSION,
-    ScreenshotOptions, limits, paths,
+    BatchRequest, ErrorBody, ErrorCode, Health, HealthStatus, Info, InfoReply, Limits,
+    PROTOCOL_VERSION, ScreenshotOptions, limits, paths,
 };
 use serde::de::DeserializeOwned;
 
@@ -38,6 +45,7 @@ use crate::ratelimit::LogLimiter;
 use crate::supervise::DisplayHealth;
 use crate::token::Token;
 use error::ApiError;
+use lifecycle::Lifecycle;
 
 /// Shared state of the API.
 #[derive(Debug)]
@@ -46,7 +54,8 @@ pub struct ApiState {
     pub token: Token,
     pub display: Arc<DisplayHealth>,
     pub started: Instant,
-    pub shutting_down: AtomicBool,
+    /// Open, draining or closed; the work in flight.
+    pub lifecycle: Arc<Lifecycle>,
     pub log_limit: LogLimiter,
     /// Deadline of one input request (`limits::REQUEST_DEADLINE_MS`;
     /// shorter in tests).
@@ -60,11 +69,11 @@ pub struct ApiState {
 impl ApiState {
     pub fn new(desktop: DesktopHandle, token: Token, display: Arc<DisplayHealth>) -> ApiState {
         ApiState {
+            lifecycle: Arc::new(Lifecycle::new(Arc::clone(&desktop.gate))),
             desktop,
             token,
             display,
             started: Instant::now(),
-            shutting_down: AtomicBool::new(false),
             log_limit: LogLimiter::new(20, Duration::from_secs(10)),
             deadline: Duration::from_millis(limits::REQUEST_DEADLINE_MS),
             in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
@@ -86,12 +95,18 @@ pub const MAX_IN_FLIGHT: usize = 64;
 /// Builds the router. Health is exempt from load shedding so it answers
 /// under load (A9); the shedding itself is in [`guard`].
 pub fn router(state: Arc<ApiState>) -> Router {
-    let protected = Router::new()
-        .route(paths::INFO, get(info))
+    // Work: what may act on the desktop or the browser (a screenshot too:
+    // it runs on the desktop task, which stops after the drain).
+    let work = Router::new()
         .route(paths::ACTIONS, post(actions))
         .route(paths::SCREENSHOT, post(screenshot))
         .route(paths::BROWSER_STATE, post(browser_state))
-        .route(paths::BROWSER_CALL, post(browser_call));
+        .route(paths::BROWSER_CALL, post(browser_call))
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            count_work,
+        ));
+    let protected = Router::new().route(paths::INFO, get(info)).merge(work);
     Router::new()
         .route(paths::HEALTH, get(health))
         .merge(protected)
@@ -149,14 +164,30 @@ async fn info(State(state): State<Arc<ApiState>>) -> Response {
         ))
         .into_response();
     };
-    axum::Json(Info {
-        protocol: PROTOCOL_VERSION.to_string(),
-        daemon_version: env!("CARGO_PKG_VERSION").to_string(),
-        display: *lock(&status.display),
-        capabilities,
-        limits: Limits::current(),
+    axum::Json(InfoReply {
+        info: Info {
+            protocol: PROTOCOL_VERSION.to_string(),
+            daemon_version: env!("CARGO_PKG_VERSION").to_string(),
+            display: *lock(&status.display),
+            capabilities,
+            limits: Limits::current(),
+        },
+        state: state.lifecycle.state(),
     })
     .into_response()
+}
+
+/// Admits a work request and counts it in flight until its reply is made
+/// (or the client went away); once a stop was requested, refuses it.
+async fn count_work(State(state): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
+    let Some(_work) = state.lifecycle.begin_work() else {
+        return ApiError(ErrorBody::new(
+            ErrorCode::ShuttingDown,
+            "the daemon is shutting down",
+        ))
+        .into_response();
+    };
+    next.run(req).await
 }
 
 /// Parses a JSON body strictly. An empty body is `default` when given.
@@ -202,17 +233,6 @@ impl Drop for CancelOnDrop {
 /// task before giving up on it (an X server that stopped answering).
 const REPLY_GRACE: Duration = Duration::from_secs(5);
 
-/// New input and browser requests are refused once shutdown began.
-fn refuse_when_shutting_down(state: &ApiState) -> Result<(), ApiError> {
-    if state.shutting_down.load(Ordering::Acquire) {
-        return Err(ApiError(ErrorBody::new(
-            ErrorCode::ShuttingDown,
-            "the daemon is shutting down",
-        )));
-    }
-    Ok(())
-}
-
 async fn run_job<T>(
     state: &ApiState,
     make: impl FnOnce(
@@ -221,7 +241,6 @@ async fn run_job<T>(
         tokio::sync::oneshot::Sender<Result<T, ErrorBody>>,
     ) -> Job,
 ) -> Result<T, ApiError> {
-    refuse_when_shutting_down(state)?;
     let permit = state.desktop.try_acquire().map_err(ApiError)?;
     let cancel = Cancel::new(Instant::now() + state.deadline);
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -301,7 +320,6 @@ async fn browser_job<T>(
     state: &ApiState,
     job: impl std::future::Future<Output = Result<T, ErrorBody>>,
 ) -> Result<T, ApiError> {
-    refuse_when_shutting_down(state)?;
     if !state.browser.configured() {
         return Err(ApiError(ErrorBody::new(
             ErrorCode::BrowserUnavailable,

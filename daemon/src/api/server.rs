@@ -4,13 +4,24 @@
 //!
 //! Each connection is served by hyper's HTTP/1.1 server with a deadline on
 //! reading the request head, so a slow client holds only its own
-//! connection. Shutdown stops accepting, lets requests in flight finish
-//! within the drain deadline, and returns.
+//! connection.
+//!
+//! Shutdown, within one drain deadline ([`DRAIN_TIMEOUT`]):
+//! 1. the stop is requested ([`Lifecycle::stop`]): new work (actions,
+//!    screenshots, browser calls) is refused with `shutting_down`, while
+//!    the listeners keep accepting so health and info still answer
+//!    (`/v1/info` says `draining`);
+//! 2. once no work is in flight (`closed`), or at the deadline, the
+//!    listeners stop accepting and open connections finish the request
+//!    they are on (keep-alive ends) with what is left of the deadline;
+//! 3. `serve` returns and the daemon shuts its display down. Its socket
+//!    then refuses connections until the daemon exits.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -20,9 +31,12 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 
+use super::lifecycle::Lifecycle;
+
 /// How long a client may take to send a request head.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long shutdown waits for requests in flight.
+/// How long shutdown waits for requests in flight (work, then the
+/// connections' last requests), in all.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(8);
 
 /// Why the daemon could not listen.
@@ -116,17 +130,41 @@ where
     });
 }
 
-/// Serves `router` on `listeners` until `shutdown` resolves, then drains.
+/// Serves `router` on `listeners` until `shutdown` resolves, then stops
+/// accepting and lets open connections finish their request (no work
+/// drain: for test daemons that just end).
 pub async fn serve(router: Router, listeners: Vec<Listener>, shutdown: impl Future<Output = ()>) {
-    serve_with(router, listeners, HEADER_READ_TIMEOUT, shutdown).await;
+    serve_with(router, listeners, HEADER_READ_TIMEOUT, None, shutdown).await;
 }
 
-/// [`serve`] with another limit on how long a client may take to send a
-/// request head (tests use a short one instead of waiting 10 real seconds).
+/// The daemon's way: serves `router` on `listeners` until `shutdown`
+/// resolves, then stops `lifecycle` (the router's, `ApiState::lifecycle`),
+/// drains the work in flight while still accepting, and closes (see the
+/// module's docs).
+pub async fn serve_draining(
+    router: Router,
+    listeners: Vec<Listener>,
+    lifecycle: Arc<Lifecycle>,
+    shutdown: impl Future<Output = ()>,
+) {
+    serve_with(
+        router,
+        listeners,
+        HEADER_READ_TIMEOUT,
+        Some(lifecycle),
+        shutdown,
+    )
+    .await;
+}
+
+/// [`serve`], or [`serve_draining`] with a `lifecycle`, with another limit
+/// on how long a client may take to send a request head (tests use a short
+/// one instead of waiting 10 real seconds).
 pub async fn serve_with(
     router: Router,
     listeners: Vec<Listener>,
     header_timeout: Duration,
+    lifecycle: Option<Arc<Lifecycle>>,
     shutdown: impl Future<Output = ()>,
 ) {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -157,6 +195,24 @@ pub async fn serve_with(
         }));
     }
     shutdown.await;
+    let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
+    let mut drained = true;
+    if let Some(lifecycle) = lifecycle {
+        lifecycle.stop();
+        tracing::info!(
+            work_in_flight = lifecycle.work_in_flight(),
+            "stopping: new work is refused; draining the work in flight"
+        );
+        drained = tokio::time::timeout_at(deadline, lifecycle.drained())
+            .await
+            .is_ok();
+        if !drained {
+            tracing::warn!(
+                work_in_flight = lifecycle.work_in_flight(),
+                "work still in flight after the drain deadline; closing it"
+            );
+        }
+    }
     let _ = stop_tx.send(true);
     let mut watchers = Vec::new();
     for t in tasks {
@@ -169,7 +225,7 @@ pub async fn serve_with(
             g.shutdown().await;
         }
     };
-    if tokio::time::timeout(DRAIN_TIMEOUT, drain).await.is_err() {
+    if tokio::time::timeout_at(deadline, drain).await.is_err() && drained {
         tracing::warn!("requests still in flight after the drain deadline; closing them");
     }
 }
