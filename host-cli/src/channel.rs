@@ -24,8 +24,8 @@ use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use sandtop_protocol::{
-    BatchRequest, BatchResponse, ErrorBody, ErrorCode, Health, Info, Screenshot, ScreenshotOptions,
-    ScreenshotResponse, check_protocol, limits, paths,
+    BatchRequest, BatchResponse, DaemonState, ErrorBody, ErrorCode, Health, Info, InfoReply,
+    Screenshot, ScreenshotOptions, ScreenshotResponse, check_protocol, limits, paths,
 };
 use serde::de::DeserializeOwned;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -146,6 +146,7 @@ pub struct Channel {
     sender: SendRequest<Full<Bytes>>,
     token: Secret,
     info: Info,
+    state: DaemonState,
 }
 
 async fn handshake(connector: &dyn Connect) -> Result<SendRequest<Full<Bytes>>, ChannelError> {
@@ -168,16 +169,24 @@ impl Channel {
             sender,
             token,
             info: placeholder_info(),
+            state: DaemonState::Open,
         };
-        let info: Info = ch.get_json(paths::INFO).await?;
-        check_protocol(&info.protocol).map_err(ChannelError::Version)?;
-        ch.info = info;
+        let reply: InfoReply = ch.get_json(paths::INFO).await?;
+        check_protocol(&reply.info.protocol).map_err(ChannelError::Version)?;
+        ch.info = reply.info;
+        ch.state = reply.state;
         Ok(ch)
     }
 
     /// What the daemon said about itself on open.
     pub fn info(&self) -> &Info {
         &self.info
+    }
+
+    /// The daemon's lifecycle state when the channel was opened (`open`,
+    /// or `draining`/`closed` after a stop).
+    pub fn daemon_state(&self) -> DaemonState {
+        self.state
     }
 
     async fn send(

@@ -5,8 +5,11 @@
 //!    (a symlink to this binary, given to host-cli as `SANDTOPD_BIN`), it
 //!    is a fake daemon: the real `sandtopd` router and desktop task over
 //!    the fake driver, on the session's socket. `SANDTOP_FAKE_SLOW_MS`
-//!    slows every input primitive down. The local backend starts it,
-//!    checks it, and stops it like the real one (same argv shape).
+//!    slows every input primitive down. On SIGTERM it drains and closes
+//!    like the real one, then lingers `SANDTOP_FAKE_LINGER_MS` (where the
+//!    real one stops its display); it logs `fake: the desktop is busy`
+//!    when an input job starts. The local backend starts it, checks it,
+//!    and stops it like the real one (same argv shape).
 //! 2. The model is the testkit's [`MockResponses`], reached through
 //!    `OPENAI_BASE_URL`; every request it saw must be valid.
 //! 3. Each case runs host-cli as a child process with its own state
@@ -43,9 +46,13 @@ fn arg_after(args: &[String], name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-/// `sandtopd serve ...` with the fake driver; runs until killed.
+/// The line the fake daemon logs when an input job takes the desktop.
+const FAKE_BUSY: &str = "fake: the desktop is busy";
+
+/// `sandtopd serve ...` with the fake driver; runs until SIGTERM (then
+/// drains) or killed.
 fn fake_daemon(args: &[String]) -> ExitCode {
-    use sandtopd::api::server::{bind_unix, serve};
+    use sandtopd::api::server::{bind_unix, serve_draining};
     use sandtopd::api::{ApiState, router};
     use sandtopd::driver::Driver;
     use sandtopd::driver::fake::FakeDriver;
@@ -55,6 +62,10 @@ fn fake_daemon(args: &[String]) -> ExitCode {
         .and_then(|s| Size::parse(&s).ok())
         .unwrap_or(Size::new(320, 200));
     let slow = std::env::var("SANDTOP_FAKE_SLOW_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_millis);
+    let linger = std::env::var("SANDTOP_FAKE_LINGER_MS")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .map(Duration::from_millis);
@@ -76,8 +87,29 @@ fn fake_daemon(args: &[String]) -> ExitCode {
         while !api.desktop.status.connected.load(Ordering::Acquire) {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
+        let gate = Arc::clone(&api.desktop.gate);
+        tokio::spawn(async move {
+            let mut busy = false;
+            loop {
+                let now = gate.available_permits() == 0;
+                if now && !busy {
+                    eprintln!("{FAKE_BUSY}");
+                }
+                busy = now;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
         let listener = bind_unix(&socket).await.unwrap();
-        serve(router(api), vec![listener], std::future::pending()).await;
+        let lifecycle = Arc::clone(&api.lifecycle);
+        serve_draining(router(api), vec![listener], lifecycle, async move {
+            term.recv().await;
+        })
+        .await;
+        if let Some(d) = linger {
+            tokio::time::sleep(d).await;
+        }
     });
     ExitCode::SUCCESS
 }
@@ -101,6 +133,10 @@ fn main() -> ExitCode {
         (
             "while_a_run_holds_a_session_act_screenshot_and_stop_refuse_it_and_force_ends_the_run",
             while_a_run_holds_a_session_act_screenshot_and_stop_refuse_it_and_force_ends_the_run,
+        ),
+        (
+            "guest_ls_shows_a_daemon_finishing_a_call_after_a_stop_as_draining_then_closed",
+            guest_ls_shows_a_daemon_finishing_a_call_after_a_stop_as_draining_then_closed,
         ),
     ];
     let rest: Vec<&String> = args.iter().skip(1).collect();
@@ -447,4 +483,99 @@ fn while_a_run_holds_a_session_act_screenshot_and_stop_refuse_it_and_force_ends_
     );
     assert_eq!(env.sessions(), Vec::<Value>::new());
     env.assert_mock_clean();
+}
+
+// ---------------------------------------------------------------------
+// Issue 11, item 14: draining, then closed (docs/contract.md rule 7)
+// ---------------------------------------------------------------------
+
+fn guest_ls_shows_a_daemon_finishing_a_call_after_a_stop_as_draining_then_closed(env: &Env) {
+    let mut start = env.cmd(&[
+        "guest",
+        "start",
+        "--backend",
+        "local",
+        "--display",
+        "320x200",
+    ]);
+    start
+        .env("SANDTOP_FAKE_SLOW_MS", "50")
+        .env("SANDTOP_FAKE_LINGER_MS", "3000");
+    let start = env.output(start);
+    assert_eq!(start.code(), 0, "{start:?}");
+    let name = start.stdout().trim().to_string();
+    let store = host_cli::session::Store::at(env.state.path().to_path_buf()).unwrap();
+    let dir = store.get(&name).unwrap();
+    let sessions = env.sessions();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions[0]["state"], "running", "{sessions:?}");
+    let pid = sessions[0]["pid"].as_i64().unwrap();
+    let table = env.run(&["guest", "ls"]);
+    assert!(table.stdout().contains(" running "), "{table:?}");
+
+    // A call in flight: 60 characters at 50 ms each.
+    let text = "abcdefghij".repeat(6);
+    let action = serde_json::json!({"type": "type", "text": text}).to_string();
+    let act = env
+        .cmd(&["act", "--session", &name, &action])
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(dir.log_path())
+        .unwrap_or_default()
+        .contains(FAKE_BUSY)
+    {
+        assert!(Instant::now() < end, "the call never reached the daemon");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    // The stop: SIGTERM to the daemon, as `guest stop` or `docker stop`
+    // sends it.
+    let daemon = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::kill_process(daemon, rustix::process::Signal::TERM).unwrap();
+
+    // `guest ls` until the guest is gone: running (until the signal
+    // lands), draining while the call runs, closed, exited.
+    let mut seen: Vec<String> = Vec::new();
+    let mut table_while_draining = None;
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(Instant::now() < end, "still not exited: {seen:?}");
+        let sessions = env.sessions();
+        let state = sessions[0]["state"].as_str().unwrap().to_string();
+        if state == "draining" && table_while_draining.is_none() {
+            table_while_draining = Some(env.run(&["guest", "ls"]));
+        }
+        if seen.last() != Some(&state) {
+            seen.push(state.clone());
+        }
+        if state == "exited" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after_running: Vec<&str> = seen
+        .iter()
+        .map(String::as_str)
+        .skip_while(|s| *s == "running")
+        .collect();
+    assert_eq!(
+        after_running,
+        ["draining", "closed", "exited"],
+        "states seen: {seen:?}"
+    );
+    let table = table_while_draining.unwrap();
+    assert!(
+        table.stdout().contains(" draining "),
+        "the table shows draining: {table:?}"
+    );
+    // The call that was in flight finished with its result.
+    let act = Out(act.wait_with_output().unwrap());
+    assert_eq!(act.code(), 0, "{act:?}");
+    let done = act.summary();
+    assert_eq!(
+        (&done["ok"], &done["executed"]),
+        (&serde_json::json!(true), &serde_json::json!(1))
+    );
+    assert!(!pid_alive(pid));
 }

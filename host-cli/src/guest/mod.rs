@@ -18,7 +18,7 @@ pub mod local;
 use std::future::Future;
 
 use anyhow::Context as _;
-use sandtop_protocol::Size;
+use sandtop_protocol::{DaemonState, Size};
 use serde::Serialize;
 
 use crate::channel::{Channel, Connect};
@@ -34,25 +34,71 @@ pub struct StartRequest {
     pub network: crate::egress::service::EgressConfig,
 }
 
-/// A session's state as its backend sees it.
+/// A session's state as its backend and its daemon report it
+/// (`guest ls`; the JSON output uses the same words).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
-    /// The guest runs and its daemon answers.
+    /// The guest runs and its daemon serves (`/v1/info` says `open`).
     Running,
-    /// The guest runs but the daemon does not answer (yet).
+    /// The guest was told to stop: its daemon refuses new work and is
+    /// finishing a call that came earlier (`/v1/info` says `draining`).
+    Draining,
+    /// The guest was told to stop and nothing is in flight any more: its
+    /// daemon says `closed`, or (local guests) its process still runs but
+    /// its socket refuses connections, which a daemon does only once it
+    /// stopped serving. The guest exits next.
+    Closed,
+    /// The guest runs but the daemon does not answer (yet), and was not
+    /// seen stopping: hung, overloaded, or its display is down.
     Unresponsive,
     /// The guest is gone; the record is stale (`guest gc` removes it).
     Exited,
 }
 
-impl std::fmt::Display for State {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl State {
+    /// The word `guest ls` shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
             State::Running => "running",
+            State::Draining => "draining",
+            State::Closed => "closed",
             State::Unresponsive => "unresponsive",
             State::Exited => "exited",
-        })
+        }
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What asking a live guest's daemon found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// `/v1/info` answered with this state (and, when `open`, health
+    /// answered too).
+    Answered(DaemonState),
+    /// Its socket exists and refuses connections: the daemon stopped
+    /// listening, which it does only at the end of a stop.
+    Refused,
+    /// No answer in time, or no way to tell why.
+    Silent,
+}
+
+/// The state of a session from whether its guest still exists and what
+/// its daemon said.
+pub fn classify(alive: bool, probe: Probe) -> State {
+    if !alive {
+        return State::Exited;
+    }
+    match probe {
+        Probe::Answered(DaemonState::Open) => State::Running,
+        Probe::Answered(DaemonState::Draining) => State::Draining,
+        Probe::Answered(DaemonState::Closed) | Probe::Refused => State::Closed,
+        Probe::Silent => State::Unresponsive,
     }
 }
 
@@ -108,7 +154,7 @@ pub async fn open_channel(dir: &SessionDir, rec: &SessionRecord) -> anyhow::Resu
         .with_context(|| format!("opening the channel to session {}", rec.name))
 }
 
-/// Running, unresponsive or exited.
+/// Running, draining, closed, unresponsive or exited (see [`State`]).
 pub async fn state(dir: &SessionDir, rec: &SessionRecord) -> State {
     let alive = match rec.backend {
         BackendKind::Local => local::LocalBackend.alive(dir, rec).await,
@@ -122,15 +168,32 @@ pub async fn state(dir: &SessionDir, rec: &SessionRecord) -> State {
     }
     let answered = tokio::time::timeout(std::time::Duration::from_secs(3), async {
         let mut ch = open_channel(dir, rec).await.ok()?;
-        ch.health().await.ok()
+        match ch.daemon_state() {
+            DaemonState::Open => ch.health().await.ok().map(|_| DaemonState::Open),
+            stopping => Some(stopping),
+        }
     })
     .await
     .ok()
     .flatten();
-    if answered.is_some() {
-        State::Running
-    } else {
-        State::Unresponsive
+    let probe = match answered {
+        Some(s) => Probe::Answered(s),
+        None if socket_refuses(dir, rec).await => Probe::Refused,
+        None => Probe::Silent,
+    };
+    classify(true, probe)
+}
+
+/// Whether the daemon's socket exists and refuses connections (nobody
+/// listens on it). Only for local guests: a Docker guest's socket, seen
+/// from the host, may refuse connections while its daemon serves (Docker
+/// Desktop), and the container exits right after its daemon closes.
+async fn socket_refuses(dir: &SessionDir, rec: &SessionRecord) -> bool {
+    match rec.backend {
+        BackendKind::Local => tokio::net::UnixStream::connect(dir.socket_path())
+            .await
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused),
+        BackendKind::Docker => false,
     }
 }
 
@@ -296,6 +359,26 @@ mod tests {
 
     use super::*;
     use crate::session::remove::tests::{CHILD, GUEST, OTHER, check_child, chown_tree, rerun};
+
+    #[test]
+    fn states_follow_the_daemons_lifecycle_and_the_guests_existence() {
+        let cases = [
+            (true, Probe::Answered(DaemonState::Open), "running"),
+            (true, Probe::Answered(DaemonState::Draining), "draining"),
+            (true, Probe::Answered(DaemonState::Closed), "closed"),
+            (true, Probe::Refused, "closed"),
+            (true, Probe::Silent, "unresponsive"),
+            (false, Probe::Answered(DaemonState::Open), "exited"),
+            (false, Probe::Refused, "exited"),
+            (false, Probe::Silent, "exited"),
+        ];
+        for (alive, probe, word) in cases {
+            let st = classify(alive, probe);
+            assert_eq!(st.to_string(), word, "{alive} {probe:?}");
+            // `guest ls --json` uses the same words.
+            assert_eq!(serde_json::to_value(st).unwrap(), word, "{alive} {probe:?}");
+        }
+    }
 
     #[test]
     fn gc_goes_on_past_a_folder_it_cannot_remove_and_reports_it() {
