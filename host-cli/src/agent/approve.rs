@@ -439,17 +439,12 @@ impl Operator for Approvals {
 /// Draws a marker (a ring and a cross, red with a white outline) on every
 /// target of `actions` in a PNG screenshot; returns the new PNG.
 pub fn mark_targets(png_bytes: &[u8], actions: &[Action]) -> anyhow::Result<Vec<u8>> {
-    let dec = png::Decoder::new(std::io::Cursor::new(png_bytes));
-    let mut reader = dec.read_info()?;
-    let size = reader
-        .output_buffer_size()
-        .context("the screenshot is too large to mark")?;
-    let mut buf = vec![0; size];
-    let info = reader.next_frame(&mut buf)?;
-    if info.color_type != png::ColorType::Rgb || info.bit_depth != png::BitDepth::Eight {
-        anyhow::bail!("unexpected screenshot format {:?}", info.color_type);
-    }
-    let (w, h) = (info.width as i64, info.height as i64);
+    // Decoded with the reply decoder's limits (8-bit RGB, bounded size,
+    // allocations checked before they happen).
+    let img = crate::image_check::decode_png_within(png_bytes, crate::image_check::MAX_SIZE)?;
+    let (width, height) = (img.width, img.height);
+    let mut buf = img.rgb;
+    let (w, h) = (i64::from(width), i64::from(height));
     let mut put = |x: i64, y: i64, c: [u8; 3]| {
         if x >= 0 && y >= 0 && x < w && y < h {
             let i = ((y * w + x) * 3) as usize;
@@ -478,7 +473,7 @@ pub fn mark_targets(png_bytes: &[u8], actions: &[Action]) -> anyhow::Result<Vec<
         }
     }
     let mut out = Vec::new();
-    let mut enc = png::Encoder::new(&mut out, info.width, info.height);
+    let mut enc = png::Encoder::new(&mut out, width, height);
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);
     enc.set_compression(png::Compression::Fast);

@@ -49,19 +49,13 @@ impl Frame {
     pub fn from_data_url(url: &str) -> Option<Frame> {
         let b64 = url.strip_prefix("data:image/png;base64,")?;
         let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
-        let mut reader = png::Decoder::new(std::io::Cursor::new(bytes))
-            .read_info()
-            .ok()?;
-        let mut rgb = vec![0; reader.output_buffer_size()?];
-        let info = reader.next_frame(&mut rgb).ok()?;
-        if info.color_type != png::ColorType::Rgb {
-            return None;
-        }
-        rgb.truncate(info.buffer_size());
+        // The reply decoder's limits: 8-bit RGB, bounded, checked first.
+        let img =
+            crate::image_check::decode_png_within(&bytes, crate::image_check::MAX_SIZE).ok()?;
         Some(Frame {
-            width: info.width,
-            height: info.height,
-            rgb,
+            width: img.width,
+            height: img.height,
+            rgb: img.rgb,
         })
     }
 
