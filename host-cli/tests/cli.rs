@@ -138,6 +138,10 @@ fn main() -> ExitCode {
             "guest_ls_shows_a_daemon_finishing_a_call_after_a_stop_as_draining_then_closed",
             guest_ls_shows_a_daemon_finishing_a_call_after_a_stop_as_draining_then_closed,
         ),
+        (
+            "progress_lines_go_to_stderr_and_events_json_to_stdout_with_the_summary_last",
+            progress_lines_go_to_stderr_and_events_json_to_stdout_with_the_summary_last,
+        ),
     ];
     let rest: Vec<&String> = args.iter().skip(1).collect();
     if rest.iter().any(|a| *a == "--list") {
@@ -404,6 +408,64 @@ fn a_run_ending_with_an_unknown_outcome_keeps_its_guest_and_resumes_from_the_cli
     // Settled: the guest the first part booted is removed now.
     assert_eq!(env.sessions(), Vec::<Value>::new());
     assert!(!pid_alive(pid), "its daemon still runs");
+    env.assert_mock_clean();
+}
+
+// ---------------------------------------------------------------------
+// Issue 11, item 11: progress while it runs, from the command line
+// ---------------------------------------------------------------------
+
+fn progress_lines_go_to_stderr_and_events_json_to_stdout_with_the_summary_last(env: &Env) {
+    let args = [
+        "run",
+        "Drag the slider.",
+        "--backend",
+        "local",
+        "--display",
+        "320x200",
+    ];
+    // By default: one line per step on stderr, the plain summary on stdout.
+    env.mock.push(Reply::output(vec![computer_call(
+        "call_a",
+        vec![drag(&[(10, 10), (20, 20)], &[])],
+    )]));
+    env.mock.push(Reply::done("Done."));
+    let plain = env.run(&args);
+    assert_eq!(plain.code(), 0, "{plain:?}");
+    let err = plain.stderr();
+    assert!(
+        err.contains("host-cli: step 1/") && err.contains("call_a drag"),
+        "{err}"
+    );
+    assert!(err.contains("host-cli: step 2/"), "{err}");
+    assert_eq!(plain.summary()["ending"], "finished");
+
+    // --quiet --events json: no step line; stdout is one JSON object per
+    // line, the step events first, the summary last.
+    env.mock.push(Reply::output(vec![computer_call(
+        "call_b",
+        vec![drag(&[(10, 10), (30, 30)], &[])],
+    )]));
+    env.mock.push(Reply::done("Done again."));
+    let mut quiet: Vec<&str> = args.to_vec();
+    quiet.extend(["--quiet", "--events", "json"]);
+    let json = env.run(&quiet);
+    assert_eq!(json.code(), 0, "{json:?}");
+    assert!(!json.stderr().contains("host-cli: step"), "{json:?}");
+    let events: Vec<Value> = json
+        .stdout()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap_or("(none)"))
+        .collect();
+    assert_eq!(kinds.last(), Some(&"summary"), "{kinds:?}");
+    assert!(kinds.contains(&"step"), "{kinds:?}");
+    let summary = events.last().unwrap();
+    assert_eq!(summary["ending"], "finished");
+    assert_eq!(summary["steps"], 2);
     env.assert_mock_clean();
 }
 

@@ -16,6 +16,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use host_cli::agent::record::{Entry, LedgerState, read_trajectory};
 use sandtop_testkit::skip;
 
 const HOST_CLI: &str = env!("CARGO_BIN_EXE_host-cli");
@@ -107,16 +108,26 @@ fn the_exercise_passes_against_the_apps_own_records() {
         .unwrap()
         .unwrap()
         .path();
-    let traj = std::fs::read_to_string(run.join("trajectory.jsonl")).unwrap();
-    let check = traj
-        .find("\"kind\":\"safety_checks\"")
+    // Read through the trajectory's own type: a misspelt field fails here.
+    let entries = read_trajectory(&run).unwrap();
+    let check = entries
+        .iter()
+        .position(|e| matches!(e, Entry::SafetyChecks { .. }))
         .expect("a safety check was raised");
-    let first_ledger = traj.find("\"kind\":\"ledger\"").unwrap();
+    let first_ledger = entries
+        .iter()
+        .position(|e| matches!(e, Entry::Ledger { .. }))
+        .expect("an action was recorded");
     assert!(
         check < first_ledger,
         "the check was decided before anything ran"
     );
-    assert!(traj.contains("\"decision\":\"approved\""));
+    assert!(
+        entries
+            .iter()
+            .any(|e| matches!(e, Entry::SafetyChecks { decision, .. } if decision == "approved")),
+        "{entries:#?}"
+    );
     assert!(
         containers_of(state.path()).is_empty(),
         "the exercise left its guest behind"
@@ -160,31 +171,35 @@ fn the_browser_exercise_fills_the_form_through_refs_and_refuses_outside_and_stal
         .unwrap()
         .unwrap()
         .path();
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(run.join("trajectory.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let entries = read_trajectory(&run).unwrap();
     // Every call that reached the browser's ledger was approved first.
-    for (i, l) in lines.iter().enumerate() {
-        if l["kind"] == "ledger" && l["state"] == "pending" {
+    for (i, e) in entries.iter().enumerate() {
+        if let Entry::Ledger {
+            call_id,
+            state: LedgerState::Pending,
+            ..
+        } = e
+        {
             assert!(
-                lines[..i].iter().any(|a| a["kind"] == "browser_approval"
-                    && a["call_id"] == l["call_id"]
-                    && a["decision"] == "approved"),
-                "{} ran without an approval",
-                l["call_id"]
+                entries[..i].iter().any(|a| matches!(a,
+                    Entry::BrowserApproval { call_id: c, decision, .. }
+                        if c == call_id && decision == "approved")),
+                "{call_id} ran without an approval"
             );
         }
     }
-    let approvals = lines
+    let approvals = entries
         .iter()
-        .filter(|l| l["kind"] == "browser_approval")
+        .filter(|e| matches!(e, Entry::BrowserApproval { .. }))
         .count();
     // navigate, reload, the stale type, three types and the click.
     assert_eq!(approvals, 7, "{stdout}");
     // No desktop screenshot went to the model.
-    assert!(!lines.iter().any(|l| l["kind"] == "observation"));
+    assert!(
+        !entries
+            .iter()
+            .any(|e| matches!(e, Entry::Observation { .. }))
+    );
     assert!(containers_of(state.path()).is_empty());
 }
 
@@ -208,10 +223,16 @@ fn without_a_terminal_the_safety_check_is_denied_and_nothing_runs() {
         .unwrap()
         .unwrap()
         .path();
-    let traj = std::fs::read_to_string(run.join("trajectory.jsonl")).unwrap();
+    let entries = read_trajectory(&run).unwrap();
     assert!(
-        !traj.contains("\"kind\":\"ledger\""),
+        !entries.iter().any(|e| matches!(e, Entry::Ledger { .. })),
         "an action was sent though the check was denied"
+    );
+    assert!(
+        entries.iter().any(
+            |e| matches!(e, Entry::SafetyChecks { decision, .. } if decision.starts_with("denied"))
+        ),
+        "{entries:#?}"
     );
     assert!(containers_of(state.path()).is_empty());
 }

@@ -4302,6 +4302,20 @@ async fn diag_scenario(
         dir: dir.clone(),
         lines: trajectory(&dir),
     };
+    // The daemon's own timings stay with each completed call in the
+    // trajectory, whatever the diagnostics writer did.
+    for e in read_trajectory(&dir).unwrap() {
+        if let Entry::Ledger {
+            state: LedgerState::Done,
+            detail,
+            call_id,
+            ..
+        } = e
+        {
+            let total = detail["daemon_timings"]["total_ms"].as_f64();
+            assert!(total.is_some_and(|t| t > 0.0), "{call_id}: {detail}");
+        }
+    }
     rig.assert_mock_clean();
     (
         run.outcome.ending,
