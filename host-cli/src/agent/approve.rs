@@ -595,6 +595,61 @@ mod tests {
         }
     }
 
+    /// Issue 11 item 4 for origin questions: they share the run's
+    /// terminal, so a stop closes an open one at once (deny), and an
+    /// answer typed after the stop answers no later question.
+    #[test]
+    fn a_stop_closes_an_open_origin_question_and_a_late_answer_approves_nothing() {
+        use crate::egress::proxy::Answer;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (tx, rx) = mpsc::channel::<String>();
+        let shown: std::sync::Arc<std::sync::Mutex<Vec<u8>>> = Default::default();
+        struct Out(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Out {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let t: SharedTerminal = std::sync::Arc::new(std::sync::Mutex::new(Terminal::from_parts(
+            rx,
+            Box::new(Out(shown.clone())),
+        )));
+        let stopped = std::sync::Arc::new(AtomicBool::new(false));
+        let mut a = Approvals {
+            terminal: Some(t.clone()),
+            ..Approvals::default()
+        };
+        let s = stopped.clone();
+        a.on_stop(std::sync::Arc::new(move || s.load(Ordering::SeqCst)));
+        // The question is open (nobody answers) when the run stops.
+        let asking = {
+            let t = t.clone();
+            std::thread::spawn(move || ask_origin(&t, "https://late.example"))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        assert!(
+            !asking.is_finished(),
+            "the question did not wait for an answer"
+        );
+        let at = std::time::Instant::now();
+        stopped.store(true, Ordering::SeqCst);
+        assert_eq!(asking.join().unwrap(), Answer::Deny);
+        assert!(
+            at.elapsed() < std::time::Duration::from_secs(1),
+            "closed late"
+        );
+        let text = String::from_utf8_lossy(&shown.lock().unwrap()).to_string();
+        assert!(text.contains("this question is closed"), "{text}");
+        // `approve` typed now answers nothing: the next question (still
+        // stopped) is closed too, and the line is no answer to it.
+        tx.send("approve".into()).unwrap();
+        assert_eq!(ask_origin(&t, "https://late.example"), Answer::Deny);
+    }
+
     #[test]
     fn prompts_show_model_guest_and_page_text_without_escape_sequences() {
         for (name, evil) in crate::term::corpus() {
