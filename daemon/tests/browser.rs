@@ -31,6 +31,8 @@ const FIREFOX: &str = "firefox-esr";
 mod pointer;
 #[path = "browser/scoped.rs"]
 mod scoped;
+#[path = "browser/script.rs"]
+mod script;
 
 struct Daemon {
     child: Child,
@@ -250,6 +252,7 @@ async fn pages() -> String {
         .route("/lone", get(|| async { Html(LONE) }))
         .route("/pointer", get(|| async { Html(pointer::PAGE) }))
         .route("/scoped", get(|| async { Html(scoped::PAGE) }))
+        .route("/script", get(|| async { Html(script::PAGE) }))
         .route(
             "/inner",
             get(|| async { Html("<!doctype html><body><button>Inner button</button></body>") }),

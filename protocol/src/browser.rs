@@ -214,6 +214,13 @@ pub enum BrowserCall {
         depth: u8,
         filter: ReadFilter,
     },
+    /// Opt-in: JavaScript run in the page's own realm (page privileges);
+    /// its result must be a string.
+    RunScript {
+        tab_id: Option<String>,
+        source: String,
+        timeout_ms: u32,
+    },
     /// Opt-in: a click at a viewport point (CSS pixels).
     ClickAt {
         tab_id: Option<String>,
@@ -271,6 +278,7 @@ impl BrowserCall {
             BrowserCall::ScrollTo { .. } => "scroll_to",
             BrowserCall::WaitFor { .. } => "wait_for",
             BrowserCall::ReadPageScoped { .. } => "read_page_scoped",
+            BrowserCall::RunScript { .. } => "run_script",
             BrowserCall::ClickAt { .. } => "click_at",
             BrowserCall::DragPath { .. } => "drag_path",
             BrowserCall::HoverAt { .. } => "hover_at",
@@ -336,6 +344,24 @@ impl BrowserCall {
             }
             BrowserCall::SelectOption { values, .. } if values.is_empty() || values.len() > 256 => {
                 return Err(format!("`values`: 1 to 256 values, got {}", values.len()));
+            }
+            BrowserCall::RunScript {
+                source, timeout_ms, ..
+            } => {
+                if source.trim().is_empty() || source.len() > MAX_SCRIPT_BYTES {
+                    return Err(format!(
+                        "`source`: 1 to {MAX_SCRIPT_BYTES} bytes of code, got {}",
+                        source.len()
+                    ));
+                }
+                if source.contains('\0') {
+                    return Err("`source`: no NUL characters".into());
+                }
+                if !(1..=MAX_WAIT_MS).contains(timeout_ms) {
+                    return Err(format!(
+                        "`timeout_ms`: 1 to {MAX_WAIT_MS}, got {timeout_ms}"
+                    ));
+                }
             }
             BrowserCall::ReadPageScoped { root, depth, .. } => {
                 if !(1..=MAX_SCOPE_DEPTH).contains(depth) {
@@ -443,6 +469,7 @@ impl BrowserCall {
             | BrowserCall::ScrollTo { tab_id, .. }
             | BrowserCall::WaitFor { tab_id, .. }
             | BrowserCall::ReadPageScoped { tab_id, .. }
+            | BrowserCall::RunScript { tab_id, .. }
             | BrowserCall::ClickAt { tab_id, .. }
             | BrowserCall::DragPath { tab_id, .. }
             | BrowserCall::HoverAt { tab_id, .. }
@@ -562,6 +589,11 @@ pub struct ReadScope {
     pub reference: String,
     pub label: String,
 }
+
+/// `run_script`: the longest source, in bytes.
+pub const MAX_SCRIPT_BYTES: usize = 64 * 1024;
+/// `run_script`: the longest text result, in bytes (cut at a character).
+pub const MAX_SCRIPT_RESULT_BYTES: usize = 32 * 1024;
 
 /// `read_page_scoped`: the deepest read, in DOM levels below the root.
 pub const MAX_SCOPE_DEPTH: u8 = 32;

@@ -246,6 +246,64 @@ fn read_report(v: Value) -> Result<BrowserRead, ErrorBody> {
     Ok(r)
 }
 
+/// Runs `source` in the page's own realm (no sandbox: page privileges),
+/// awaiting a promise, for at most `timeout_ms`. Only a string result is
+/// one; a timeout stops the local wait only (the script may go on), and
+/// says so.
+async fn run_script(
+    bidi: &Bidi,
+    context: &str,
+    source: &str,
+    timeout_ms: u32,
+) -> Result<BrowserOutcome, ErrorBody> {
+    let wait = Duration::from_millis(u64::from(timeout_ms));
+    let r = bidi
+        .command(
+            "script.evaluate",
+            json!({
+                "expression": source,
+                "target": {"context": context},
+                "awaitPromise": true,
+                "resultOwnership": "none",
+            }),
+            wait,
+        )
+        .await;
+    let v = match r {
+        Ok(v) => v,
+        Err(super::bidi::BidiError::Timeout(_)) => {
+            return Err(ErrorBody::new(
+                ErrorCode::Timeout,
+                format!(
+                    "the local wait stopped after {timeout_ms} ms; the script may still be running and its outcome is unknown"
+                ),
+            ));
+        }
+        Err(e) => return Err(bidi_error(e)),
+    };
+    if v.get("type").and_then(Value::as_str) != Some("success") {
+        return Err(ErrorBody::new(
+            ErrorCode::BrowserFailed,
+            "the script threw an exception",
+        ));
+    }
+    let result = &v["result"];
+    if result.get("type").and_then(Value::as_str) != Some("string") {
+        return Err(ErrorBody::new(
+            ErrorCode::InvalidAction,
+            "the script's result is not a string",
+        ));
+    }
+    let text = result.get("value").and_then(Value::as_str).unwrap_or("");
+    let mut end = text.len().min(wire::MAX_SCRIPT_RESULT_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Ok(BrowserOutcome::Text {
+        text: text[..end].to_string(),
+    })
+}
+
 /// Carries out one call.
 pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, ErrorBody> {
     match call {
@@ -285,6 +343,14 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
             let mut r = read_report(v)?;
             r.scopes.get_or_insert_with(Vec::new);
             Ok(BrowserOutcome::Read(r))
+        }
+        BrowserCall::RunScript {
+            tab_id,
+            source,
+            timeout_ms,
+        } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            run_script(bidi, &ctx, source, *timeout_ms).await
         }
         BrowserCall::GetPageText { tab_id } => {
             let ctx = target_tab(bidi, tab_id.as_deref()).await?;

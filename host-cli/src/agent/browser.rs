@@ -232,6 +232,14 @@ fn member_spec(member: &str) -> Option<(&'static str, &'static [(&'static str, K
                 ("filter", Filter),
             ],
         ),
+        "run_script" => (
+            "Run JavaScript in the page with the page's privileges and return the string it evaluates to (a promise is awaited). Always confirmed.",
+            &[
+                ("tab_id", Nullable),
+                ("source", String),
+                ("timeout_ms", Timeout),
+            ],
+        ),
         "click_at" => (
             "Click at a point of the whole viewport, in CSS pixels, holding the listed modifiers.",
             &[
@@ -842,6 +850,9 @@ pub fn result_of(member: &str, outcome: &BrowserOutcome) -> Result<Value, String
             }
         }
         ("wait_for", BrowserOutcome::Text { text }) => Ok(Value::String(inert(text))),
+        // The script's own result, whole (bounded by the daemon): it is
+        // what the operator approved running for.
+        ("run_script", BrowserOutcome::Text { text }) => Ok(Value::String(text.clone())),
         (_, BrowserOutcome::Done) => Ok(Value::Null),
         _ => Err("Browser action failed.".into()),
     }
@@ -937,7 +948,7 @@ mod tests {
             ),
             (Some(s(&["click", "click"])), None, "listed twice"),
             (Some(s(&["click"])), Some(s(&["click_at"])), "not both"),
-            (None, Some(s(&["run_script"])), "not implemented"),
+            (None, Some(s(&["read_diagnostics"])), "not implemented"),
             (None, Some(s(&["click"])), "default member already"),
             (Some(s(&["key"])), None, "`key` is disabled"),
         ] {
@@ -996,6 +1007,41 @@ mod tests {
             "read_page_scoped",
         ]);
         let t = Toolset::new(None, Some(&add), policy(), &[]).unwrap();
+        // run_script: confirmed always; source and timeout checked.
+        let with_script = Toolset::new(None, Some(&s(&["run_script"])), policy(), &[]).unwrap();
+        assert!(Toolset::needs_approval("run_script"));
+        for (args, ok) in [
+            (
+                r#"{"tab_id":null,"source":"document.title","timeout_ms":1000}"#,
+                true,
+            ),
+            (r#"{"tab_id":null,"source":"  ","timeout_ms":1000}"#, false),
+            (r#"{"tab_id":null,"source":"1","timeout_ms":0}"#, false),
+            (r#"{"tab_id":null,"source":"1","timeout_ms":30001}"#, false),
+            (r#"{"tab_id":null,"source":null,"timeout_ms":10}"#, false),
+        ] {
+            assert_eq!(
+                with_script.prepare("browser_run_script", args).is_ok(),
+                ok,
+                "{args}"
+            );
+        }
+        let big = json!({"tab_id": null, "source": "x".repeat(64 * 1024 + 1), "timeout_ms": 5});
+        assert!(
+            with_script
+                .prepare("browser_run_script", &big.to_string())
+                .is_err()
+        );
+        assert_eq!(
+            result_of(
+                "run_script",
+                &BrowserOutcome::Text {
+                    text: String::new()
+                }
+            )
+            .unwrap(),
+            json!("")
+        );
         // The scoped read is a read: not confirmed unless --confirm-reads.
         assert!(!Toolset::needs_approval("read_page_scoped"));
         for (args, ok) in [
