@@ -27,6 +27,8 @@ use serde_json::{Value, json};
 
 const FIREFOX: &str = "firefox-esr";
 
+#[path = "browser/diag.rs"]
+mod diag;
 #[path = "browser/pointer.rs"]
 mod pointer;
 #[path = "browser/scoped.rs"]
@@ -253,6 +255,7 @@ async fn pages() -> String {
         .route("/pointer", get(|| async { Html(pointer::PAGE) }))
         .route("/scoped", get(|| async { Html(scoped::PAGE) }))
         .route("/script", get(|| async { Html(script::PAGE) }))
+        .route("/diag", get(|| async { Html(diag::PAGE) }))
         .route(
             "/inner",
             get(|| async { Html("<!doctype html><body><button>Inner button</button></body>") }),

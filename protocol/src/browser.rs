@@ -214,6 +214,13 @@ pub enum BrowserCall {
         depth: u8,
         filter: ReadFilter,
     },
+    /// Opt-in: the tab's latest console entries or network requests,
+    /// filtered, as a text-only read.
+    ReadDiagnostics {
+        tab_id: Option<String>,
+        source: DiagnosticSource,
+        limit: u8,
+    },
     /// Opt-in: JavaScript run in the page's own realm (page privileges);
     /// its result must be a string.
     RunScript {
@@ -279,6 +286,7 @@ impl BrowserCall {
             BrowserCall::WaitFor { .. } => "wait_for",
             BrowserCall::ReadPageScoped { .. } => "read_page_scoped",
             BrowserCall::RunScript { .. } => "run_script",
+            BrowserCall::ReadDiagnostics { .. } => "read_diagnostics",
             BrowserCall::ClickAt { .. } => "click_at",
             BrowserCall::DragPath { .. } => "drag_path",
             BrowserCall::HoverAt { .. } => "hover_at",
@@ -344,6 +352,11 @@ impl BrowserCall {
             }
             BrowserCall::SelectOption { values, .. } if values.is_empty() || values.len() > 256 => {
                 return Err(format!("`values`: 1 to 256 values, got {}", values.len()));
+            }
+            BrowserCall::ReadDiagnostics { limit, .. }
+                if !(1..=MAX_DIAGNOSTICS).contains(limit) =>
+            {
+                return Err(format!("`limit`: 1 to {MAX_DIAGNOSTICS}, got {limit}"));
             }
             BrowserCall::RunScript {
                 source, timeout_ms, ..
@@ -470,6 +483,7 @@ impl BrowserCall {
             | BrowserCall::WaitFor { tab_id, .. }
             | BrowserCall::ReadPageScoped { tab_id, .. }
             | BrowserCall::RunScript { tab_id, .. }
+            | BrowserCall::ReadDiagnostics { tab_id, .. }
             | BrowserCall::ClickAt { tab_id, .. }
             | BrowserCall::DragPath { tab_id, .. }
             | BrowserCall::HoverAt { tab_id, .. }
@@ -589,6 +603,17 @@ pub struct ReadScope {
     pub reference: String,
     pub label: String,
 }
+
+/// `read_diagnostics`'s source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiagnosticSource {
+    Console,
+    Network,
+}
+
+/// `read_diagnostics`: the most entries one call returns.
+pub const MAX_DIAGNOSTICS: u8 = 100;
 
 /// `run_script`: the longest source, in bytes.
 pub const MAX_SCRIPT_BYTES: usize = 64 * 1024;

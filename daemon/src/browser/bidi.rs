@@ -2,9 +2,11 @@
 //! (tokio-tungstenite), each answered by the message with its id.
 //!
 //! One reader task owns the socket's read half and routes every reply to
-//! the command waiting for it; events are not subscribed to and ignored if
-//! any arrive. When the socket ends, every waiting command fails with
-//! [`BidiError::Closed`] and later ones fail at once.
+//! the command waiting for it; the console and network events the session
+//! subscribes to go, filtered, into a bounded [`History`] for
+//! `read_diagnostics`; other events are ignored. When the socket ends,
+//! every waiting command fails with [`BidiError::Closed`] and later ones
+//! fail at once.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,6 +17,8 @@ use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, oneshot};
 use tokio_tungstenite::tungstenite::Message;
+
+use super::diagnostics::History;
 
 type Pending = Arc<std::sync::Mutex<Option<HashMap<u64, oneshot::Sender<Reply>>>>>;
 type Sink = futures_util::stream::SplitSink<
@@ -47,6 +51,8 @@ type Reply = Result<Value, BidiError>;
 pub struct Bidi {
     sink: Mutex<SinkDebug>,
     pending: Pending,
+    /// Console and network diagnostics, filtered and bounded.
+    pub history: Arc<std::sync::Mutex<History>>,
     next: AtomicU64,
     reader: tokio::task::JoinHandle<()>,
 }
@@ -79,6 +85,8 @@ impl Bidi {
         let (sink, mut stream) = ws.split();
         let pending: Pending = Arc::new(std::sync::Mutex::new(Some(HashMap::new())));
         let routes = Arc::clone(&pending);
+        let history: Arc<std::sync::Mutex<History>> = Arc::default();
+        let events = Arc::clone(&history);
         let reader = tokio::spawn(async move {
             while let Some(msg) = stream.next().await {
                 let text = match msg {
@@ -86,7 +94,7 @@ impl Bidi {
                     Ok(Message::Close(_)) | Err(_) => break,
                     Ok(_) => continue,
                 };
-                route(&routes, text.as_str());
+                route(&routes, &events, text.as_str());
             }
             // Fail everyone waiting, and everyone who comes later.
             let waiting = lock(&routes).take();
@@ -97,6 +105,7 @@ impl Bidi {
         let bidi = Bidi {
             sink: Mutex::new(SinkDebug(sink)),
             pending,
+            history,
             next: AtomicU64::new(1),
             reader,
         };
@@ -106,6 +115,12 @@ impl Bidi {
                 "acceptInsecureCerts": false,
                 "unhandledPromptBehavior": {"default": "dismiss"}
             }}}),
+            Duration::from_secs(10),
+        )
+        .await?;
+        bidi.command(
+            "session.subscribe",
+            json!({"events": ["log.entryAdded", "network.responseCompleted", "network.fetchError"]}),
             Duration::from_secs(10),
         )
         .await?;
@@ -149,13 +164,19 @@ impl Bidi {
 }
 
 /// Hands one incoming message to the command waiting for it.
-fn route(pending: &Pending, text: &str) {
+fn route(pending: &Pending, history: &std::sync::Mutex<History>, text: &str) {
     let Ok(msg) = serde_json::from_str::<Value>(text) else {
         tracing::warn!(bytes = text.len(), "unreadable BiDi message ignored");
         return;
     };
     let Some(id) = msg.get("id").and_then(Value::as_u64) else {
-        return; // an event
+        // An event.
+        if let (Some(method), Some(params)) =
+            (msg.get("method").and_then(Value::as_str), msg.get("params"))
+        {
+            lock(history).event(method, params);
+        }
+        return;
     };
     let Some(tx) = lock(pending).as_mut().and_then(|m| m.remove(&id)) else {
         return;

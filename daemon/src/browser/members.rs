@@ -344,6 +344,39 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
             r.scopes.get_or_insert_with(Vec::new);
             Ok(BrowserOutcome::Read(r))
         }
+        BrowserCall::ReadDiagnostics {
+            tab_id,
+            source,
+            limit,
+        } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            let source = match source {
+                wire::DiagnosticSource::Console => super::diagnostics::Source::Console,
+                wire::DiagnosticSource::Network => super::diagnostics::Source::Network,
+            };
+            let lines = bidi
+                .history
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .lines(source, &ctx, usize::from(*limit));
+            let mut text = lines.join("\n");
+            let mut omitted = Vec::new();
+            if text.len() > wire::MAX_READ_TEXT_BYTES {
+                let mut end = wire::MAX_READ_TEXT_BYTES;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.truncate(end);
+                omitted.push(wire::Omission::TextLimit);
+            }
+            Ok(BrowserOutcome::Read(BrowserRead {
+                version: 1,
+                text,
+                elements: Vec::new(),
+                omitted,
+                scopes: None,
+            }))
+        }
         BrowserCall::RunScript {
             tab_id,
             source,

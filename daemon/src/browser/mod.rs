@@ -19,6 +19,7 @@
 
 pub mod bidi;
 mod context;
+mod diagnostics;
 mod keys;
 mod members;
 mod pointer;
@@ -180,12 +181,31 @@ struct ReleaseOnDrop(Option<std::sync::Arc<BrowserService>>);
 
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
-        if let Some(svc) = self.0.take()
-            && let Ok(rt) = tokio::runtime::Handle::try_current()
-        {
+        if let Some(svc) = self.0.take() {
             tracing::info!("a browser call was dropped midway; releasing its input");
-            rt.spawn(async move { svc.release_input().await });
+            // Whichever comes first, this task or the next call, releases.
+            svc.release_pending
+                .store(true, std::sync::atomic::Ordering::Release);
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move { svc.release_input().await });
+            }
         }
+    }
+}
+
+/// `input.releaseActions` on every tab.
+async fn release_all(bidi: &Bidi) {
+    let Ok(tabs) = context::contexts(bidi).await else {
+        return;
+    };
+    for (ctx, _) in tabs {
+        let _ = bidi
+            .command(
+                "input.releaseActions",
+                serde_json::json!({"context": ctx}),
+                context::COMMAND_WAIT,
+            )
+            .await;
     }
 }
 
@@ -206,6 +226,9 @@ pub struct BrowserService {
     config: Option<BrowserConfig>,
     browser: tokio::sync::Mutex<Option<Browser>>,
     backend: Option<std::sync::Arc<dyn Backend>>,
+    /// A call was dropped midway: its input is released before anything
+    /// else runs on the browser.
+    release_pending: std::sync::atomic::AtomicBool,
 }
 
 impl BrowserService {
@@ -215,6 +238,7 @@ impl BrowserService {
             config,
             browser: tokio::sync::Mutex::new(None),
             backend: None,
+            release_pending: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -224,6 +248,7 @@ impl BrowserService {
             config: None,
             browser: tokio::sync::Mutex::new(None),
             backend: Some(backend),
+            release_pending: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -243,6 +268,12 @@ impl BrowserService {
         let started = Instant::now();
         let mut guard = self.ready().await?;
         let browser = guard.as_mut().ok_or_else(internal)?;
+        if self
+            .release_pending
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+        {
+            release_all(&browser.bidi).await;
+        }
         let outcome = members::run(&browser.bidi, call).await;
         let outcome = match outcome {
             Err(e) if e.code == ErrorCode::BrowserUnavailable => {
@@ -262,7 +293,7 @@ impl BrowserService {
     /// Carries out one call on a shared service; if the call is dropped
     /// midway (the client went away, the deadline passed), whatever input
     /// it held (keys, buttons) is released at once by a task of its own,
-    /// before any later call can take the browser.
+    /// and in any case before the next call runs on the browser.
     pub async fn call_released(
         self: std::sync::Arc<Self>,
         call: BrowserCall,
@@ -274,24 +305,18 @@ impl BrowserService {
     }
 
     /// Releases every input source of every tab (BiDi `releaseActions`):
-    /// keys up, buttons up, in reverse order of pressing.
+    /// keys up, buttons up, in reverse order of pressing; unless a call
+    /// already did it.
     pub async fn release_input(&self) {
         let guard = self.browser.lock().await;
-        let Some(browser) = guard.as_ref() else {
+        if !self
+            .release_pending
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+        {
             return;
-        };
-        let Ok(tabs) = context::contexts(&browser.bidi).await else {
-            return;
-        };
-        for (ctx, _) in tabs {
-            let _ = browser
-                .bidi
-                .command(
-                    "input.releaseActions",
-                    serde_json::json!({"context": ctx}),
-                    context::COMMAND_WAIT,
-                )
-                .await;
+        }
+        if let Some(browser) = guard.as_ref() {
+            release_all(&browser.bidi).await;
         }
     }
 

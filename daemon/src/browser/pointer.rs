@@ -7,8 +7,9 @@
 //! as trusted BiDi input, modifiers held on a key source tick-aligned with
 //! the pointer's actions. Whatever happens, [`super::members::perform`]
 //! releases the input state afterwards; a call dropped midway (the client
-//! went away, the deadline passed) is released by the service before its
-//! next call ([`super::BrowserService::call`]).
+//! went away, the deadline passed) is released at once by a task of the
+//! service, and in any case before the service runs its next call
+//! ([`super::BrowserService::call_released`]).
 
 use std::time::Duration;
 
@@ -255,10 +256,16 @@ async fn set_checked(
         ));
     }
     let (x, y) = locate(bidi, &ctx, target, "pointer").await?;
+    let (Ok(x), Ok(y)) = (u64::try_from(x), u64::try_from(y)) else {
+        return Err(ErrorBody::new(
+            ErrorCode::NotActionable,
+            "the control has no point inside the viewport",
+        ));
+    };
     perform(
         bidi,
         &ctx,
-        with_modifiers(&[], clicks(x as u64, y as u64, PointerButton::Left, 1)),
+        with_modifiers(&[], clicks(x, y, PointerButton::Left, 1)),
     )
     .await?;
     if control_state(bidi, &ctx, target).await?.0 != checked {

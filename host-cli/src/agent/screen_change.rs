@@ -3,8 +3,9 @@
 //! taken before the approved actions run (docs/contract.md rule 12).
 //!
 //! A region is the square of [`RADIUS`] pixels around each point an
-//! action touches, in screenshot pixels; a call whose actions touch no
-//! point (typing, a key chord) is bound to the whole screen. A region has
+//! action touches, in screenshot pixels; a call that touches no point, or
+//! that types or presses keys (they go wherever the focus is), is bound
+//! to the whole screen as well. A region has
 //! changed when more than [`CHANGED_SHARE`] of its pixels differ by more
 //! than [`PIXEL_DELTA`] in some channel: a blinking caret or a ticking
 //! clock stays below that, a window that moved or opened does not.
@@ -43,7 +44,13 @@ pub fn regions(actions: &[Action], size: Size) -> Vec<Rect> {
             }
         }
     }
-    if out.is_empty() {
+    // Keys go wherever the focus is, which a window that came up meanwhile
+    // can take: a call that types or presses keys is bound to the whole
+    // screen as well.
+    let keyboard = actions
+        .iter()
+        .any(|a| matches!(a, Action::Type { .. } | Action::Keypress { .. }));
+    if (out.is_empty() || keyboard) && !out.contains(&full) {
         out.push(full);
     }
     out
@@ -177,7 +184,16 @@ mod tests {
         let typing = Action::Type {
             text: "hello".into(),
         };
-        assert_eq!(regions(&[typing], size), vec![Rect::full(size)]);
+        assert_eq!(
+            regions(std::slice::from_ref(&typing), size),
+            vec![Rect::full(size)]
+        );
+        // A click then typing: the square and the whole screen.
+        let both = regions(&[click(5, 5), typing], size);
+        assert_eq!(both.len(), 2);
+        assert!(both.contains(&Rect::full(size)));
+        // A click alone: the square only.
+        assert_eq!(regions(&[click(5, 5)], size).len(), 1);
     }
 
     #[test]
