@@ -363,9 +363,9 @@
   // (children, open shadow roots and same-origin frames each one level).
   function walkFrom(root, maxDepth, visit, omitted) {
     let nodes = 0, frames = 0;
-    const stack = [[root, 0]];
+    const stack = [[root, 0, 0]];
     while (stack.length) {
-      const [el, level] = stack.pop();
+      const [el, level, frameDepth] = stack.pop();
       if (!el || el.nodeType !== 1) continue;
       if (++nodes > L.nodes) { omitted.add("work_limit"); return; }
       const tag = el.localName;
@@ -376,15 +376,15 @@
         let inner = null;
         try { inner = el.contentDocument; } catch (_) { inner = null; }
         if (!inner) { if (visible(el)) omitted.add("remote_action"); continue; }
-        if (++frames > L.frames) { omitted.add("frame_limit"); continue; }
-        stack.push([inner.documentElement, level + 1]);
+        if (frameDepth >= L.frame_depth || ++frames > L.frames) { omitted.add("frame_limit"); continue; }
+        stack.push([inner.documentElement, level + 1, frameDepth + 1]);
         continue;
       }
       const kids = el.children;
-      for (let i = kids.length - 1; i >= 0; i--) stack.push([kids[i], level + 1]);
+      for (let i = kids.length - 1; i >= 0; i--) stack.push([kids[i], level + 1, frameDepth]);
       if (el.shadowRoot) {
         const sk = el.shadowRoot.children;
-        for (let i = sk.length - 1; i >= 0; i--) stack.push([sk[i], level + 1]);
+        for (let i = sk.length - 1; i >= 0; i--) stack.push([sk[i], level + 1, frameDepth]);
       }
     }
   }
@@ -406,7 +406,8 @@
     walkFrom(root, depth, (el, level) => {
       if (level > 0 && visible(el)) {
         const label = sectionLabel(el);
-        if (label && scopes.length < L.elements) {
+        if (label && scopes.length >= L.elements) omitted.add("report_limit");
+        else if (label) {
           const ref = scopeFor(el);
           if (ref) scopes.push({ ref, label });
           else omitted.add("target_limit");

@@ -187,6 +187,17 @@ impl FakePages {
                 self.effects.push(format!("click {field}"));
                 BrowserOutcome::Done
             }
+            BrowserCall::SetChecked {
+                target, checked, ..
+            } => {
+                let field = self.field(tab, target)?;
+                self.effects.push(format!("set_checked {field} {checked}"));
+                BrowserOutcome::Done
+            }
+            BrowserCall::ClickAt { x, y, .. } => {
+                self.effects.push(format!("click_at {x},{y}"));
+                BrowserOutcome::Done
+            }
             BrowserCall::Screenshot { .. } => BrowserOutcome::Image(BrowserImage {
                 png_base64: base64::engine::general_purpose::STANDARD.encode(png_bytes(64, 40)),
                 width: 64,
@@ -918,4 +929,75 @@ fn b1_browser_options_are_checked_at_start() {
     assert_eq!(o.browser.unwrap().members(), ["read_page", "click"]);
     let o = opts(&[]).unwrap();
     assert!(o.computer && o.browser.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b11_opt_in_members_are_offered_only_when_added_and_confirmed_like_any_action() {
+    let fake = FakeBrowser::new(&format!("{ORIGIN}/form"));
+    let rig = browser_rig(&fake).await;
+    let set = json!({"tab_id": null, "target": "g1-submit", "checked": true});
+    rig.mock
+        .push(Reply::output(vec![call("c1", "set_checked", set.clone())]));
+    rig.mock
+        .push(Reply::output(vec![call("c2", "set_checked", set)]));
+    rig.mock.push(Reply::output(vec![call(
+        "c3",
+        "click_at",
+        json!({"tab_id": null, "x": 5, "y": 6, "button": "left", "click_count": 1, "keys": []}),
+    )]));
+    rig.mock.push(Reply::done("Checked and clicked."));
+    let added: Vec<String> = ["set_checked", "click_at"].map(String::from).to_vec();
+    let opts = RunOptions {
+        browser: Some(
+            Toolset::new(
+                None,
+                Some(&added),
+                Some(UrlPolicy::parse(ORIGIN).unwrap()),
+                &[],
+            )
+            .unwrap(),
+        ),
+        ..browser_opts(&rig)
+    };
+    let mut op = BrowserOp::new(&fake, [deny("no"), approve(), approve()]);
+    let run = rig.run(opts, &mut op).await;
+    run.assert_ending(Ending::Finished);
+    let reqs = rig.mock.requests();
+    let names: Vec<&str> = reqs[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"browser_set_checked") && names.contains(&"browser_click_at"),
+        "{names:?}"
+    );
+    assert!(!names.contains(&"browser_hold_keys"), "{names:?}");
+    // Every call asked, nothing done before its approval; the refusal is
+    // the seed's text and changes nothing.
+    let asked: Vec<(&str, &str, usize)> = op
+        .asked
+        .iter()
+        .map(|a| (a.call_id.as_str(), a.member.as_str(), a.effects))
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            ("c1", "set_checked", 0),
+            ("c2", "set_checked", 0),
+            ("c3", "click_at", 1)
+        ]
+    );
+    let (p1, _) = payload(&reqs[1], "c1");
+    assert_eq!(p1["error"], ACTION_REFUSED);
+    assert_eq!(fake.effects(), ["set_checked submit true", "click_at 5,6"]);
+    let (p2, _) = payload(&reqs[2], "c2");
+    assert_eq!(
+        (p2["ok"].clone(), p2["result"].clone()),
+        (json!(true), Value::Null)
+    );
+    assert_eq!(run.ledger("c2"), ["pending", "done"]);
+    assert_eq!(run.ledger("c3"), ["pending", "done"]);
+    rig.assert_mock_clean();
 }

@@ -161,7 +161,13 @@ impl Runner<'_> {
                     after: after_file.clone(),
                     changed,
                 })?;
-                let then = asked[i].marked.take();
+                // The screen the earlier answer was given on: its marked
+                // copy, or the plain screenshot when none could be made
+                // (so the question always says it is asked again).
+                let then = asked[i]
+                    .marked
+                    .take()
+                    .or_else(|| Some(self.recorder.dir().join(&shown_file)));
                 asked[i].marked = self.mark(
                     step,
                     asked[i].call_id,
