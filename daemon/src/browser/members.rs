@@ -18,99 +18,11 @@ use sandtop_protocol::browser::{
 use sandtop_protocol::{BrowserCall, ErrorBody, ErrorCode};
 use serde_json::{Value, json};
 
+use super::act::{element_error, locate, perform, viewport};
 use super::bidi::Bidi;
 use super::bidi_error;
 use super::context::{COMMAND_WAIT, NAVIGATE_WAIT, activate, agent, contexts, target_tab};
 use super::keys::{key_value, typed_keys};
-
-/// Resolves `target` in the tab's current document for `need` (pointer,
-/// editable, scroll) and returns its viewport point.
-pub(super) async fn locate(
-    bidi: &Bidi,
-    context: &str,
-    target: &str,
-    need: &str,
-) -> Result<(i64, i64), ErrorBody> {
-    let v = agent(
-        bidi,
-        context,
-        json!({"op": "locate", "ref": target, "need": need}),
-    )
-    .await?;
-    element_error(&v)?;
-    Ok((v["x"].as_i64().unwrap_or(0), v["y"].as_i64().unwrap_or(0)))
-}
-
-pub(super) fn element_error(v: &Value) -> Result<(), ErrorBody> {
-    match v.get("error").and_then(Value::as_str) {
-        None => Ok(()),
-        Some("stale_target") => Err(ErrorBody::new(
-            ErrorCode::StaleTarget,
-            "the ref names no attached, visible element of this tab's current document; read the page again",
-        )),
-        Some(_) => {
-            let why = match v.get("why").and_then(Value::as_str) {
-                Some("disabled") => "the element is disabled",
-                Some("not a text field") => "the element is not a text field",
-                Some("not a select") | Some("not an enabled select") => {
-                    "the element is not an enabled select"
-                }
-                Some("covered by another element") => "another element covers it",
-                Some("did not take focus") => "it did not take the focus",
-                Some("one value for a single select") => "a single select takes one value",
-                Some("no such option") => "a value names no enabled option",
-                Some("scope ref") => "a scope ref only chooses the root of a scoped read",
-                Some("not a scope ref") => "the root must be a scope ref from read_page_scoped",
-                Some("not a checkbox or radio") => {
-                    "the element is not an enabled checkbox or radio"
-                }
-                _ => "the element cannot take this action",
-            };
-            Err(ErrorBody::new(ErrorCode::NotActionable, why))
-        }
-    }
-}
-
-/// Performs `actions` and leaves the input state as they left it (keys
-/// held stay held); on failure, releases everything.
-pub(super) async fn press(bidi: &Bidi, context: &str, actions: Value) -> Result<(), ErrorBody> {
-    let r = bidi
-        .command(
-            "input.performActions",
-            json!({"context": context, "actions": actions}),
-            COMMAND_WAIT,
-        )
-        .await;
-    if r.is_err() {
-        let _ = bidi
-            .command(
-                "input.releaseActions",
-                json!({"context": context}),
-                COMMAND_WAIT,
-            )
-            .await;
-    }
-    r.map(|_| ()).map_err(bidi_error)
-}
-
-pub(super) async fn perform(bidi: &Bidi, context: &str, actions: Value) -> Result<(), ErrorBody> {
-    let r = bidi
-        .command(
-            "input.performActions",
-            json!({"context": context, "actions": actions}),
-            COMMAND_WAIT,
-        )
-        .await;
-    // Whatever happened, nothing stays pressed.
-    let _ = bidi
-        .command(
-            "input.releaseActions",
-            json!({"context": context}),
-            COMMAND_WAIT,
-        )
-        .await;
-    r.map(|_| ()).map_err(bidi_error)
-}
 
 /// Shows the tab, resolves `target` for pointer input (attached, visible,
 /// not covered), moves the mouse to it, then performs `then` there.
@@ -131,14 +43,6 @@ async fn pointer_at(
         json!([{"type": "pointer", "id": "sandtop-mouse", "parameters": {"pointerType": "mouse"}, "actions": steps}]),
     )
     .await
-}
-
-pub(super) async fn viewport(bidi: &Bidi, context: &str) -> Result<(u64, u64), ErrorBody> {
-    let v = agent(bidi, context, json!({"op": "tab"})).await?;
-    Ok((
-        v["width"].as_u64().unwrap_or(0),
-        v["height"].as_u64().unwrap_or(0),
-    ))
 }
 
 /// The document's scroll position.

@@ -17,6 +17,7 @@
 //!   Tests put a [`Backend`] of their own in Firefox's place, so the
 //!   host's toolset and loop run through the real API against a fake.
 
+mod act;
 pub mod bidi;
 mod context;
 mod diagnostics;

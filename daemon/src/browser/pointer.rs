@@ -5,7 +5,7 @@
 //! Points are checked against the tab's viewport as it is now (a point on
 //! or past its right or bottom edge is `out_of_bounds`), then carried out
 //! as trusted BiDi input, modifiers held on a key source tick-aligned with
-//! the pointer's actions. Whatever happens, [`super::members::perform`]
+//! the pointer's actions. Whatever happens, [`super::act::perform`]
 //! releases the input state afterwards; a call dropped midway (the client
 //! went away, the deadline passed) is released at once by a task of the
 //! service, and in any case before the service runs its next call
@@ -17,10 +17,10 @@ use sandtop_protocol::browser::{Modifier, PathPoint, PointerButton};
 use sandtop_protocol::{BrowserCall, BrowserOutcome, ErrorBody, ErrorCode};
 use serde_json::{Value, json};
 
+use super::act::{element_error, locate, perform, press, viewport};
 use super::bidi::Bidi;
 use super::context::{activate, agent, target_tab};
 use super::keys::key_value;
-use super::members::{element_error, locate, perform, press, viewport};
 
 /// The pointer source's id, shared with the default members.
 const MOUSE: &str = "sandtop-mouse";
