@@ -60,34 +60,35 @@ pub(super) fn element_error(v: &Value) -> Result<(), ErrorBody> {
 /// Performs `actions` and leaves the input state as they left it (keys
 /// held stay held); on failure, releases everything.
 pub(super) async fn press(bidi: &Bidi, context: &str, actions: Value) -> Result<(), ErrorBody> {
-    let r = bidi
-        .command(
-            "input.performActions",
-            json!({"context": context, "actions": actions}),
-            COMMAND_WAIT,
-        )
-        .await;
+    let r = send(bidi, context, actions).await;
     if r.is_err() {
-        let _ = bidi
-            .command(
-                "input.releaseActions",
-                json!({"context": context}),
-                COMMAND_WAIT,
-            )
-            .await;
+        release(bidi, context).await;
     }
-    r.map(|_| ()).map_err(bidi_error)
+    r
 }
 
+/// Performs `actions`, then releases everything: whatever happened,
+/// nothing stays pressed.
 pub(super) async fn perform(bidi: &Bidi, context: &str, actions: Value) -> Result<(), ErrorBody> {
-    let r = bidi
-        .command(
-            "input.performActions",
-            json!({"context": context, "actions": actions}),
-            COMMAND_WAIT,
-        )
-        .await;
-    // Whatever happened, nothing stays pressed.
+    let r = send(bidi, context, actions).await;
+    release(bidi, context).await;
+    r
+}
+
+async fn send(bidi: &Bidi, context: &str, actions: Value) -> Result<(), ErrorBody> {
+    bidi.command(
+        "input.performActions",
+        json!({"context": context, "actions": actions}),
+        COMMAND_WAIT,
+    )
+    .await
+    .map(|_| ())
+    .map_err(bidi_error)
+}
+
+/// BiDi `input.releaseActions`: keys up, buttons up, in reverse order of
+/// pressing (errors ignored: there is nothing left to do about them).
+pub(super) async fn release(bidi: &Bidi, context: &str) {
     let _ = bidi
         .command(
             "input.releaseActions",
@@ -95,7 +96,6 @@ pub(super) async fn perform(bidi: &Bidi, context: &str, actions: Value) -> Resul
             COMMAND_WAIT,
         )
         .await;
-    r.map(|_| ()).map_err(bidi_error)
 }
 
 /// The tab's viewport size in CSS pixels.

@@ -66,6 +66,21 @@ pub(super) fn typed_keys(text: &str) -> Vec<Value> {
     steps
 }
 
+/// WebDriver's codes for `keys`, or `unknown_key` naming the first name
+/// it does not know.
+pub(super) fn key_values(keys: &[String]) -> Result<Vec<String>, sandtop_protocol::ErrorBody> {
+    keys.iter()
+        .map(|k| {
+            key_value(k).ok_or_else(|| {
+                sandtop_protocol::ErrorBody::new(
+                    sandtop_protocol::ErrorCode::UnknownKey,
+                    format!("`keys`: unknown key name {k:?}"),
+                )
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

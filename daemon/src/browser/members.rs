@@ -22,7 +22,7 @@ use super::act::{element_error, locate, perform, viewport};
 use super::bidi::Bidi;
 use super::bidi_error;
 use super::context::{COMMAND_WAIT, NAVIGATE_WAIT, activate, agent, contexts, target_tab};
-use super::keys::{key_value, typed_keys};
+use super::keys::{key_values, typed_keys};
 
 /// Shows the tab, resolves `target` for pointer input (attached, visible,
 /// not covered), moves the mouse to it, then performs `then` there.
@@ -360,17 +360,7 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
             Ok(BrowserOutcome::Done)
         }
         BrowserCall::Key { tab_id, keys } => {
-            let values = keys
-                .iter()
-                .map(|k| {
-                    key_value(k).ok_or_else(|| {
-                        ErrorBody::new(
-                            ErrorCode::UnknownKey,
-                            format!("`keys`: unknown key name {k:?}"),
-                        )
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+            let values = key_values(keys)?;
             let ctx = target_tab(bidi, tab_id.as_deref()).await?;
             activate(bidi, &ctx).await?;
             let mut steps: Vec<Value> = values

@@ -200,13 +200,7 @@ async fn release_all(bidi: &Bidi) {
         return;
     };
     for (ctx, _) in tabs {
-        let _ = bidi
-            .command(
-                "input.releaseActions",
-                serde_json::json!({"context": ctx}),
-                context::COMMAND_WAIT,
-            )
-            .await;
+        act::release(bidi, &ctx).await;
     }
 }
 

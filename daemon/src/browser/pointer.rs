@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use super::act::{element_error, locate, perform, press, viewport};
 use super::bidi::Bidi;
 use super::context::{activate, agent, target_tab};
-use super::keys::key_value;
+use super::keys::key_values;
 
 /// The pointer source's id, shared with the default members.
 const MOUSE: &str = "sandtop-mouse";
@@ -115,17 +115,7 @@ fn drag(path: &[PathPoint]) -> Vec<Value> {
 /// The key actions that press `keys` in order, and those that release
 /// them in reverse.
 fn hold(keys: &[String]) -> Result<(Value, Value), ErrorBody> {
-    let values = keys
-        .iter()
-        .map(|k| {
-            key_value(k).ok_or_else(|| {
-                ErrorBody::new(
-                    ErrorCode::UnknownKey,
-                    format!("`keys`: unknown key name {k:?}"),
-                )
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let values = key_values(keys)?;
     let down: Vec<Value> = values
         .iter()
         .map(|v| json!({"type": "keyDown", "value": v}))
