@@ -1,0 +1,321 @@
+//! Unit tests of the operator: policies, terminal prompts, stops.
+
+use super::*;
+use sandtop_protocol::Button;
+
+fn check(code: Option<&str>) -> SafetyCheck {
+    SafetyCheck {
+        id: "sc".into(),
+        code: code.map(str::to_string),
+        message: None,
+    }
+}
+
+#[test]
+fn without_terminal_or_policy_everything_is_denied() {
+    let mut a = Approvals::default();
+    let req = CheckRequest {
+        call_id: "c",
+        checks: &[check(Some("x"))],
+        actions: &[],
+        marked: None,
+        changed_since: None,
+    };
+    assert!(matches!(a.approve_checks(&req), Decision::Deny(_)));
+    let ar = ActionRequest {
+        call_id: "c",
+        action: None,
+        index: 0,
+        of: 1,
+    };
+    assert!(matches!(a.confirm_action(&ar), Decision::Deny(_)));
+    assert_eq!(a.ask("?"), None);
+}
+
+#[test]
+fn policy_approves_only_listed_codes_and_only_when_all_are_listed() {
+    let mut a = Approvals {
+        policy: Some(Policy {
+            approve_check_codes: vec!["sensitive_domain".into()],
+            confirm_actions: None,
+            ..Policy::default()
+        }),
+        ..Approvals::default()
+    };
+    let ok = [check(Some("sensitive_domain"))];
+    let mixed = [
+        check(Some("sensitive_domain")),
+        check(Some("malicious_instructions")),
+    ];
+    let nocode = [check(None)];
+    let req = |c: &'static [SafetyCheck]| CheckRequest {
+        call_id: "c",
+        checks: c,
+        actions: &[],
+        marked: None,
+        changed_since: None,
+    };
+    assert_eq!(
+        a.approve_checks(&req(Box::leak(Box::new(ok)))),
+        Decision::Approve
+    );
+    assert!(matches!(
+        a.approve_checks(&req(Box::leak(Box::new(mixed)))),
+        Decision::Deny(_)
+    ));
+    assert!(matches!(
+        a.approve_checks(&req(Box::leak(Box::new(nocode)))),
+        Decision::Deny(_)
+    ));
+}
+
+/// A screen the test can read back, and an operator who types `no`
+/// whenever a prompt (ending in `: ` or `] `) has been shown.
+#[derive(Clone)]
+struct Screen {
+    shown: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    typed: mpsc::Sender<String>,
+}
+
+impl std::io::Write for Screen {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.shown.lock().unwrap().extend_from_slice(b);
+        if b.ends_with(b": ") || b.ends_with(b"] ") {
+            let _ = self.typed.send("no".into());
+        }
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Issue 11 item 4 for origin questions: they share the run's
+/// terminal, so a stop closes an open one at once (deny), and an
+/// answer typed after the stop answers no later question.
+#[test]
+fn a_stop_closes_an_open_origin_question_and_a_late_answer_approves_nothing() {
+    use crate::egress::proxy::Answer;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (tx, rx) = mpsc::channel::<String>();
+    let shown: std::sync::Arc<std::sync::Mutex<Vec<u8>>> = Default::default();
+    struct Out(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Out {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let t: SharedTerminal = std::sync::Arc::new(std::sync::Mutex::new(Terminal::from_parts(
+        rx,
+        Box::new(Out(shown.clone())),
+    )));
+    let stopped = std::sync::Arc::new(AtomicBool::new(false));
+    let mut a = Approvals {
+        terminal: Some(t.clone()),
+        ..Approvals::default()
+    };
+    let s = stopped.clone();
+    a.on_stop(std::sync::Arc::new(move || s.load(Ordering::SeqCst)));
+    // The question is open (nobody answers) when the run stops.
+    let asking = {
+        let t = t.clone();
+        std::thread::spawn(move || ask_origin(&t, "https://late.example"))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    assert!(
+        !asking.is_finished(),
+        "the question did not wait for an answer"
+    );
+    let at = std::time::Instant::now();
+    stopped.store(true, Ordering::SeqCst);
+    assert_eq!(asking.join().unwrap(), Answer::Deny);
+    assert!(
+        at.elapsed() < std::time::Duration::from_secs(1),
+        "closed late"
+    );
+    let text = String::from_utf8_lossy(&shown.lock().unwrap()).to_string();
+    assert!(text.contains("this question is closed"), "{text}");
+    // `approve` typed now answers nothing: the next question (still
+    // stopped) is closed too, and the line is no answer to it.
+    tx.send("approve".into()).unwrap();
+    assert_eq!(ask_origin(&t, "https://late.example"), Answer::Deny);
+}
+
+#[test]
+fn prompts_show_model_guest_and_page_text_without_escape_sequences() {
+    for (name, evil) in crate::term::corpus() {
+        let (tx, rx) = mpsc::channel();
+        let screen = Screen {
+            shown: Default::default(),
+            typed: tx,
+        };
+        let t: SharedTerminal = std::sync::Arc::new(std::sync::Mutex::new(Terminal::from_parts(
+            rx,
+            Box::new(screen.clone()),
+        )));
+        let mut a = Approvals {
+            terminal: Some(t.clone()),
+            ..Approvals::default()
+        };
+        let checks = [SafetyCheck {
+            id: "sc".into(),
+            code: Some(format!("code{evil}")),
+            message: Some(format!("The page says: {evil}")),
+        }];
+        let typed = Action::Type {
+            text: format!("typed {evil}"),
+        };
+        let call_id = format!("call{evil}");
+        let d = a.approve_checks(&CheckRequest {
+            call_id: &call_id,
+            checks: &checks,
+            actions: std::slice::from_ref(&typed),
+            marked: None,
+            changed_since: None,
+        });
+        assert!(matches!(d, Decision::Deny(_)), "{name}");
+        let d = a.confirm_action(&ActionRequest {
+            call_id: &call_id,
+            action: Some(&typed),
+            index: 0,
+            of: 1,
+        });
+        assert!(matches!(d, Decision::Deny(_)), "{name}");
+        assert_eq!(
+            a.ask(&format!("Which one?\n{evil}")),
+            Some("no".into()),
+            "{name}"
+        );
+        assert_eq!(
+            ask_origin(&t, &format!("https://{evil}.test")),
+            crate::egress::proxy::Answer::Deny,
+            "{name}"
+        );
+        let shown = String::from_utf8(screen.shown.lock().unwrap().clone()).unwrap();
+        assert!(
+            crate::term::is_inert(&shown),
+            "{name}: the terminal got {shown:?}"
+        );
+        assert!(shown.contains("The page says: "), "{name}");
+    }
+}
+
+#[test]
+fn policy_files_are_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p.json");
+    std::fs::write(
+        &p,
+        r#"{"approve_check_codes": ["a"], "confirm_actions": "deny"}"#,
+    )
+    .unwrap();
+    let pol = Policy::load(&p).unwrap();
+    assert_eq!(pol.confirm_actions, Some(PolicyAnswer::Deny));
+    std::fs::write(&p, r#"{"approve_everything": true}"#).unwrap();
+    assert!(Policy::load(&p).is_err());
+    std::fs::write(&p, r#"{"approve_browser_members": ["click", "type"]}"#).unwrap();
+    assert_eq!(
+        Policy::load(&p).unwrap().approve_browser_members,
+        ["click", "type"]
+    );
+    // A misspelt member is an error, not a policy that silently
+    // approves nothing.
+    std::fs::write(&p, r#"{"approve_browser_members": ["clik"]}"#).unwrap();
+    let e = format!("{:#}", Policy::load(&p).unwrap_err());
+    assert!(e.contains("`clik` is not a browser member"), "{e}");
+}
+
+#[test]
+fn browser_calls_are_approved_by_yes_a_listed_member_or_the_scripted_flag_only() {
+    let req = |member| BrowserRequest {
+        call_id: "c1",
+        member,
+        read: false,
+        description: "browser_click {\"target\":\"e1\"}",
+    };
+    let mut none = Approvals::default();
+    assert!(matches!(
+        none.confirm_browser(&req("click")),
+        Decision::Deny(_)
+    ));
+    let mut policy = Approvals {
+        policy: Some(Policy {
+            approve_browser_members: vec!["click".into()],
+            ..Policy::default()
+        }),
+        ..Approvals::default()
+    };
+    assert_eq!(policy.confirm_browser(&req("click")), Decision::Approve);
+    assert!(matches!(
+        policy.confirm_browser(&req("type")),
+        Decision::Deny(_)
+    ));
+    let mut scripted = Approvals {
+        scripted_checks: true,
+        ..Approvals::default()
+    };
+    assert_eq!(
+        scripted.confirm_browser(&req("navigate")),
+        Decision::Approve
+    );
+    /// Types `answer` when the prompt is shown.
+    struct Answering(mpsc::Sender<String>, &'static str);
+    impl std::io::Write for Answering {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if b.ends_with(b": ") {
+                let _ = self.0.send(self.1.into());
+            }
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    for (typed, want) in [("yes", true), ("y", false), ("approved", false)] {
+        let (tx, rx) = mpsc::channel();
+        let mut t = Approvals {
+            terminal: Some(std::sync::Arc::new(std::sync::Mutex::new(
+                Terminal::from_parts(rx, Box::new(Answering(tx, typed))),
+            ))),
+            ..Approvals::default()
+        };
+        assert_eq!(
+            t.confirm_browser(&req("click")) == Decision::Approve,
+            want,
+            "{typed}"
+        );
+    }
+}
+
+#[test]
+fn targets_are_marked_where_the_actions_point() {
+    let (w, h) = (64u32, 48u32);
+    let mut png_bytes = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut png_bytes, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut wr = enc.write_header().unwrap();
+        wr.write_image_data(&vec![0u8; (w * h * 3) as usize])
+            .unwrap();
+    }
+    let action = Action::Click {
+        button: Button::Left,
+        x: 30,
+        y: 20,
+        keys: None,
+    };
+    let out = mark_targets(&png_bytes, &[action]).unwrap();
+    let mut r = png::Decoder::new(std::io::Cursor::new(out))
+        .read_info()
+        .unwrap();
+    let mut buf = vec![0; r.output_buffer_size().unwrap()];
+    r.next_frame(&mut buf).unwrap();
+    let px = |x: u32, y: u32| &buf[((y * w + x) * 3) as usize..((y * w + x) * 3 + 3) as usize];
+    assert_eq!(px(30, 20), &[230, 20, 20]);
+    assert_eq!(px(5, 5), &[0, 0, 0]);
+}
