@@ -1,0 +1,267 @@
+"""``Browser`` / ``AsyncBrowser``: the OpenAI SDK's browser driver protocol
+(``openai.lib.browser``: ``state()`` plus one method per member, each
+taking the member's validated arguments) over the daemon's browser
+endpoints.
+
+- ``state()`` is ``POST /v1/browser/state``; the tabs are returned as the
+  daemon reads them (id, title, full URL, active) and the SDK reduces URLs
+  to origins before a model sees them.
+- each member is one ``POST /v1/browser/call`` ``{"member": name, ...arguments}``;
+  the outcome becomes what the SDK expects: ``None`` for an action, the
+  ``BrowserReadV1`` report for reads, the text for ``wait_for`` and
+  ``run_script``, an ``input_image`` (PNG data URL, ``detail: original``)
+  for ``screenshot`` and ``zoom``.
+- a refusal by the daemon raises ``BrowserCallError``, a subclass of the
+  SDK's ``BrowserError`` (when the SDK is installed) whose text is ours,
+  chosen by the error code: the daemon's message (the guest's text) never
+  reaches the model.
+- ``upload_file`` and ``download_file`` are not implemented by the daemon,
+  so they are not methods here (the SDK refuses to select them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+
+from ._channel import ChannelError, DaemonClient, DaemonError
+from ._image import bad, checked_png_b64
+
+if TYPE_CHECKING:
+    from .session import Session
+
+try:  # the SDK is optional: without it the driver still works on its own
+    from openai.lib.browser import BrowserError as _BrowserErrorBase
+except ImportError:  # pragma: no cover - exercised when openai is absent
+
+    class _BrowserErrorBase(Exception):  # type: ignore[no-redef]
+        pass
+
+
+__all__ = ["Browser", "AsyncBrowser", "BrowserCallError", "MEMBERS", "error_text"]
+
+Cancel = Optional[Callable[[], bool]]
+
+#: Every member the daemon implements (the SDK's list_tabs is its state).
+MEMBERS = (
+    "navigate", "read_page", "get_page_text", "find", "click", "type", "key", "scroll",
+    "select_option", "hover", "screenshot", "zoom", "new_tab", "switch_tab", "close_tab",
+    "scroll_to", "wait_for", "hover_at", "set_checked", "click_at", "drag_path", "hold_keys",
+    "read_page_scoped", "read_diagnostics", "run_script",
+)
+_READS = frozenset({"read_page", "get_page_text", "find", "read_page_scoped", "read_diagnostics"})
+_TEXTS = frozenset({"wait_for", "run_script"})
+_IMAGES = frozenset({"screenshot", "zoom"})
+_MAX_SCRIPT_RESULT = 32 * 1024
+
+
+def error_text(code: str) -> str:
+    """The model-facing text of a refused call, from its code only (host-cli's words)."""
+    return {
+        "stale_target": "The target is stale: it is not on the tab's current page (or is hidden). Read the page again.",
+        "not_actionable": "The target cannot take this action.",
+        "no_such_tab": "No open tab has this id.",
+        "wait_timed_out": "The text did not appear within the timeout.",
+        "invalid_action": "Browser argument has an invalid value.",
+        "bad_request": "Browser argument has an invalid value.",
+        "unknown_key": "A key name is not known.",
+        "out_of_bounds": "The region lies outside the viewport.",
+        "limit_exceeded": "A browser limit was reached.",
+        "busy": "The browser was busy.",
+        "timeout": "The browser did not answer in time; the outcome is unknown.",
+    }.get(code, "Browser action failed.")
+
+
+class BrowserCallError(_BrowserErrorBase):
+    """The daemon refused a browser call. ``str()`` is model-safe;
+    ``daemon_error`` keeps the details (code, the guest's message)."""
+
+    def __init__(self, error: DaemonError) -> None:
+        super().__init__(error_text(error.code))
+        self.code = error.code
+        self.daemon_error = error
+
+
+def _tabs(value: object) -> list[dict[str, Any]]:
+    if not isinstance(value, dict) or not isinstance(value.get("tabs"), list):
+        raise bad("the browser state has the wrong shape")
+    tabs = []
+    for t in value["tabs"]:
+        if not isinstance(t, dict):
+            raise bad("a browser tab has the wrong shape")
+        tid, title, url, active = t.get("id"), t.get("title"), t.get("url"), t.get("active")
+        if not (isinstance(tid, str) and isinstance(title, str) and isinstance(url, str) and type(active) is bool):
+            raise bad("a browser tab has the wrong shape")
+        tabs.append({"id": tid, "title": title, "url": url, "active": active})
+    return tabs
+
+
+class Browser:
+    """The session's browser (the daemon's own Firefox) as the SDK's browser driver.
+
+    Give it to ``BrowserToolset(sandtop.Browser(session), confirm=...,
+    url_policy=...)``: the toolset owns approvals and the URL policy; the
+    daemon binds refs at execution and opens only http(s) and about:blank.
+    """
+
+    def __init__(self, session: Union["Session", DaemonClient], *, timeout: Optional[float] = None) -> None:
+        self._client = session if isinstance(session, DaemonClient) else session.client
+        self.timeout = timeout
+
+    def state(self, *, cancelled: Cancel = None) -> dict[str, Any]:
+        reply = self._client.request("POST", "/v1/browser/state", {}, cancelled=cancelled, timeout=self.timeout)
+        return {"tabs": _tabs(reply)}
+
+    def call(self, member: str, arguments: dict[str, Any], *, cancelled: Cancel = None) -> Any:
+        """One member with its arguments; the SDK-shaped result."""
+        if member not in MEMBERS:
+            raise ValueError(f"{member[:32]!r} is not a browser member the daemon implements")
+        if not isinstance(arguments, dict) or "member" in arguments:
+            raise ValueError("browser arguments must be an object without a 'member' field")
+        body = {"member": member, **arguments}
+        try:
+            reply = self._client.request("POST", "/v1/browser/call", body, cancelled=cancelled, timeout=self.timeout)
+        except DaemonError as e:
+            raise BrowserCallError(e) from None
+        _tabs(reply.get("state"))
+        return _result(member, reply.get("outcome"))
+
+    # One method per member, as the SDK looks them up by name.
+    def navigate(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("navigate", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def read_page(self, action: dict[str, Any], *, cancelled: Cancel = None) -> dict[str, Any]:
+        return self.call("read_page", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def get_page_text(self, action: dict[str, Any], *, cancelled: Cancel = None) -> dict[str, Any]:
+        return self.call("get_page_text", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def find(self, action: dict[str, Any], *, cancelled: Cancel = None) -> dict[str, Any]:
+        return self.call("find", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def click(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("click", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def type(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("type", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def key(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("key", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def scroll(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("scroll", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def select_option(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("select_option", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def hover(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("hover", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def screenshot(self, action: dict[str, Any], *, cancelled: Cancel = None) -> dict[str, Any]:
+        return self.call("screenshot", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def zoom(self, action: dict[str, Any], *, cancelled: Cancel = None) -> dict[str, Any]:
+        return self.call("zoom", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def new_tab(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("new_tab", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def switch_tab(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("switch_tab", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def close_tab(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("close_tab", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def scroll_to(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("scroll_to", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def wait_for(self, action: dict[str, Any], *, cancelled: Cancel = None) -> str:
+        return self.call("wait_for", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def hover_at(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("hover_at", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def set_checked(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("set_checked", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def click_at(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("click_at", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def drag_path(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("drag_path", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def hold_keys(self, action: dict[str, Any], *, cancelled: Cancel = None) -> None:
+        return self.call("hold_keys", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def read_page_scoped(self, action: dict[str, Any], *, cancelled: Cancel = None) -> dict[str, Any]:
+        return self.call("read_page_scoped", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def read_diagnostics(self, action: dict[str, Any], *, cancelled: Cancel = None) -> dict[str, Any]:
+        return self.call("read_diagnostics", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def run_script(self, action: dict[str, Any], *, cancelled: Cancel = None) -> str:
+        return self.call("run_script", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+
+def _result(member: str, outcome: object) -> Any:
+    if not isinstance(outcome, dict) or not isinstance(outcome.get("kind"), str):
+        raise bad("the browser outcome has the wrong shape")
+    kind = outcome["kind"]
+    if member in _READS and kind == "read":
+        report = {k: v for k, v in outcome.items() if k != "kind"}
+        if member != "read_page_scoped" and "scopes" in report:
+            raise bad("scopes came back from a read that is not scoped")
+        return report
+    if member in _IMAGES and kind == "image":
+        data = checked_png_b64(outcome.get("png_base64"), outcome.get("width"), outcome.get("height"))
+        return {"type": "input_image", "image_url": "data:image/png;base64," + data, "detail": "original"}
+    if member in _TEXTS and kind == "text":
+        text = outcome.get("text")
+        if not isinstance(text, str):
+            raise bad("the browser outcome has the wrong shape")
+        if member == "run_script":
+            # Bounded here too: the daemon is not trusted to cut it.
+            text = text.encode("utf-8")[:_MAX_SCRIPT_RESULT].decode("utf-8", errors="ignore")
+        return text
+    if member not in _READS | _IMAGES | _TEXTS and kind == "done":
+        return None
+    raise ChannelError(f"the daemon's reply is invalid: a {kind[:16]!r} outcome for {member}", outcome_unknown=True)
+
+
+def _async_member(name: str) -> Callable[..., Any]:
+    async def member(self: "AsyncBrowser", action: dict[str, Any], *, cancelled: Cancel = None) -> Any:
+        return await self._run(getattr(self.sync, name), action, cancelled=cancelled)
+
+    member.__name__ = name
+    member.__qualname__ = f"AsyncBrowser.{name}"
+    return member
+
+
+class AsyncBrowser:
+    """``Browser`` as the SDK's async browser driver (worker threads;
+    cancelling the awaiting task closes the request's connection)."""
+
+    def __init__(self, session: Union["Session", DaemonClient], *, timeout: Optional[float] = None) -> None:
+        self.sync = Browser(session, timeout=timeout)
+
+    async def _run(self, method: Callable[..., Any], *args: Any, cancelled: Cancel) -> Any:
+        stop = threading.Event()
+
+        def is_cancelled() -> bool:
+            return stop.is_set() or (cancelled is not None and bool(cancelled()))
+
+        try:
+            return await asyncio.to_thread(method, *args, cancelled=is_cancelled)
+        except asyncio.CancelledError:
+            stop.set()
+            raise
+
+    async def state(self, *, cancelled: Cancel = None) -> dict[str, Any]:
+        result: dict[str, Any] = await self._run(self.sync.state, cancelled=cancelled)
+        return result
+
+
+for _name in MEMBERS:
+    setattr(AsyncBrowser, _name, _async_member(_name))
+del _name
