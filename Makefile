@@ -30,6 +30,25 @@ test: deps
 		echo "make test: no Docker engine answers; the E tier (tests/tests/e2e.rs) will SKIP"; \
 	fi
 	$(CARGO) test --locked --workspace --no-fail-fast
+	$(MAKE) --no-print-directory sdk-test
+
+## sdk-test: the Python package (python/) in a virtualenv with openai==3.57.0 from PyPI: unit tests, then the SDK exercise on a real guest (SKIPs without Docker or the guest image; SANDTOP_REQUIRE=docker makes that a failure)
+SDK_VENV ?= $(SDK_TARGET)/sdk-venv
+SDK_TARGET ?= $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+.PHONY: sdk-test
+sdk-test:
+	@if ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then \
+		if echo ",$$SANDTOP_REQUIRE," | grep -Eq ',(python|docker|all),'; then \
+			echo "sdk-test: python3 with venv is required (SANDTOP_REQUIRE) but missing"; exit 1; \
+		fi; \
+		echo "SKIP python: python3 with venv and ensurepip is not installed"; exit 0; \
+	fi; \
+	set -e; \
+	$(CARGO) build --locked -p host-cli -p sandtop-testkit --bin host-cli --bin mock-responses; \
+	python3 -m venv "$(SDK_VENV)"; \
+	"$(SDK_VENV)/bin/pip" install --quiet --disable-pip-version-check './python[openai,test]'; \
+	SANDTOP_HOST_CLI="$(SDK_TARGET)/debug/host-cli" SANDTOP_MOCK_RESPONSES="$(SDK_TARGET)/debug/mock-responses" \
+		"$(SDK_VENV)/bin/python" -m pytest -rs python/tests
 
 ## guest-image: build the guest's binaries and the image (guest-image/build.sh, offline, skipped when up to date)
 .PHONY: guest-image
