@@ -197,3 +197,112 @@ def test_host_cli_and_the_sdk_runner_send_the_same_requests(guest: tuple[str, st
         assert sdk_error is None, repr(sdk_error)
     else:
         assert sdk_error is not None and scenario["sdk_error"] in str(sdk_error), repr(sdk_error)
+
+
+FORM_URL = "http://127.0.0.1:8080/"
+FORM_ORIGIN = "http://127.0.0.1:8080"
+OUTSIDE_URL = "http://127.0.0.1.example.test:8080/"
+
+
+def fcall(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function_call", "id": "fc_" + call_id, "call_id": call_id, "name": name, "arguments": json.dumps(args), "status": "completed"}
+
+
+# Browser: a navigation the URL policy refuses, one it allows (confirmed),
+# a read, a confirmed click on a ref that names nothing, then the end.
+BROWSER = {
+    "replies": [
+        {"items": [fcall("b1", "browser_navigate", {"url": OUTSIDE_URL, "tab_id": None})]},
+        {"items": [fcall("b2", "browser_navigate", {"url": FORM_URL, "tab_id": None})]},
+        {"items": [fcall("b3", "browser_get_page_text", {"tab_id": None})]},
+        {"items": [fcall("b4", "browser_click", {"target": "no-such-ref", "tab_id": None})]},
+        {"done": "finished"},
+    ],
+    "max_steps": 8,
+}
+
+
+def browser_shape(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    previous: list[str] = []
+    for r in requests:
+        items = r["body"].get("input") or []
+        answers = []
+        for i in items:
+            if i.get("type") != "function_call_output" or i.get("call_id") not in previous:
+                continue
+            payload = json.loads(i["output"][0]["text"])
+            answers.append(
+                {
+                    "call_id": i["call_id"],
+                    "ok": payload["ok"],
+                    "error": payload.get("error"),
+                    "result_kind": type(payload.get("result")).__name__,
+                    "tabs": [(t["url"], t["active"]) for t in payload.get("state", {}).get("tabs", [])],
+                }
+            )
+        out.append({"valid": (r["authorized"], r["validation_errors"], r["problems"]), "store": r["body"].get("store"), "answers": answers})
+        previous = [i["call_id"] for i in (r.get("response") or {}).get("output", []) if i.get("type") == "function_call"]
+    return out
+
+
+def tool_names(requests: list[dict[str, Any]]) -> list[str]:
+    return [t.get("name", t["type"]) for t in requests[0]["body"]["tools"]]
+
+
+def test_browser_calls_host_cli_and_the_sdk_runner_send_the_same_requests(guest: tuple[str, str, sandtop.Session]) -> None:
+    from openai import OpenAI
+    from openai.lib.browser import BrowserToolset
+    from openai.lib.responses_tool_runner import ResponsesToolRunner
+
+    host_cli, mock_exe, session = guest
+    # Both runs start from the same browser state: one blank tab shown.
+    sandtop.Browser(session).navigate({"url": "about:blank", "tab_id": None})
+    work = tempfile.mkdtemp(prefix="diff-browser-")
+    key = "sk-mock-" + os.urandom(8).hex()
+    mock = Mock(mock_exe, os.path.join(work, "host.jsonl"), key)
+    for r in BROWSER["replies"]:
+        mock.push(r)
+    policy = os.path.join(work, "policy.json")
+    with open(policy, "w") as f:
+        json.dump({"approve_browser_members": ["navigate", "click"]}, f)
+    p = subprocess.run(
+        [
+            host_cli, "run", "--session", session.name, "--no-ask-user", "--browser",
+            "--url-policy", FORM_ORIGIN, "--approve-policy", policy,
+            "--max-steps", str(BROWSER["max_steps"]), "--record", os.path.join(work, "run"), TASK,
+        ],
+        env={**os.environ, "OPENAI_API_KEY": key, "OPENAI_BASE_URL": mock.base_url},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+    )
+    host = mock.close()
+    assert p.returncode == 0, p.stderr[-2000:]
+
+    sandtop.Browser(session).navigate({"url": "about:blank", "tab_id": None})
+    mock = Mock(mock_exe, os.path.join(work, "sdk.jsonl"), key)
+    for r in BROWSER["replies"]:
+        mock.push(r)
+    asked: list[str] = []
+    toolset = BrowserToolset(
+        sandtop.Browser(session),
+        # host-cli's members: the defaults without `key` (it acts on whatever has the focus).
+        members=[n[len("browser_"):] for n in tool_names(host)],
+        confirm=lambda ctx: asked.append(ctx["member"]) or True,
+        url_policy=lambda ctx, url: url.startswith(FORM_ORIGIN + "/"),
+    )
+    response = ResponsesToolRunner(browser=toolset).run(
+        OpenAI(api_key=key, base_url=mock.base_url, max_retries=0),
+        {"model": "gpt-5.5", "input": TASK, "store": False},
+        max_steps=BROWSER["max_steps"],
+    )
+    sdk = mock.close()
+    assert response.output_text == "finished"
+    assert asked == ["navigate", "click"]  # the refused navigation was never put to anyone
+    # The same declarations, word for word (host-cli words its tools as the SDK does).
+    assert sdk[0]["body"]["tools"] == host[0]["body"]["tools"]
+    assert browser_shape(host) == browser_shape(sdk)
+    shapes = browser_shape(sdk)
+    assert all(s["valid"] == (True, [], []) for s in shapes)
+    assert shapes[1]["answers"][0]["ok"] is False  # outside the URL policy
+    assert shapes[2]["answers"][0]["ok"] is True and shapes[2]["answers"][0]["tabs"] == [(FORM_ORIGIN, True)]
+    assert shapes[4]["answers"][0]["ok"] is False  # a ref that names nothing
