@@ -306,3 +306,53 @@ def test_browser_calls_host_cli_and_the_sdk_runner_send_the_same_requests(guest:
     assert shapes[1]["answers"][0]["ok"] is False  # outside the URL policy
     assert shapes[2]["answers"][0]["ok"] is True and shapes[2]["answers"][0]["tabs"] == [(FORM_ORIGIN, True)]
     assert shapes[4]["answers"][0]["ok"] is False  # a ref that names nothing
+
+
+class CountingComputer(sandtop.Computer):
+    """sandtop.Computer, counting the actions that reached the daemon."""
+
+    sent: int = 0
+
+    def _act(self, action: Any, kind: str, cancelled: Any) -> None:
+        sandtop.computer.action_body(action, kind)  # refused here before counting
+        self.sent += 1
+        super()._act(action, kind, cancelled)
+
+
+def test_a_later_invalid_call_host_cli_refuses_the_response_the_sdk_runs_the_earlier_call(guest: tuple[str, str, sandtop.Session]) -> None:
+    """The one behavioural difference left, kept visible: host-cli checks
+    every call of a response before any runs (an action field OpenAI's
+    schema does not define refuses the whole response, zero effects); the
+    SDK's runner hands calls to the driver one by one, so the Sandtop
+    driver refuses the bad action by name only when it comes to it, after
+    the earlier call ran. Both stop the run with no further request."""
+    host_cli, mock_exe, session = guest
+    scenario = {
+        "replies": [
+            {"items": [call("c1", [move(40, 40)]), call("c2", [{"type": "move", "x": 50, "y": 50, "foo": 1}])]},
+            {"done": "never"},
+        ],
+        "max_steps": 5,
+    }
+    host, host_exit = run_host_cli(host_cli, mock_exe, session, scenario)
+    from openai import OpenAI
+    from openai.lib.computer import ComputerToolset
+    from openai.lib.responses_tool_runner import ResponsesToolRunner
+
+    work = tempfile.mkdtemp(prefix="diff-sdk-")
+    key = "sk-mock-" + os.urandom(8).hex()
+    mock = Mock(mock_exe, os.path.join(work, "requests.jsonl"), key)
+    for r in scenario["replies"]:
+        mock.push(r)
+    computer = CountingComputer(session)
+    with pytest.raises(Exception, match="stopped before completion"):
+        ResponsesToolRunner(computer=ComputerToolset(computer)).run(
+            OpenAI(api_key=key, base_url=mock.base_url, max_retries=0),
+            {"model": "gpt-5.5", "input": TASK, "store": False},
+            max_steps=5,
+        )
+    sdk = mock.close()
+    assert len(host) == len(sdk) == 1
+    assert shape(host) == shape(sdk)
+    assert host_exit == 5  # action_failed: c1 skipped, c2 refused, daemon 0 ms
+    assert computer.sent == 1  # c1's move ran; c2 was refused by name, never sent
