@@ -73,6 +73,21 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "host_exit": 5,  # action_failed
         "sdk_error": "stopped before completion",
     },
+    # Commentary alone is not a final answer: both runs stop, failed.
+    "commentary_is_not_final": {
+        "replies": [
+            {"items": [{
+                "type": "message", "id": "msg_c1", "status": "completed", "role": "assistant", "phase": "commentary",
+                "content": [{"type": "output_text", "text": "Let me look first.", "annotations": [], "logprobs": []}],
+            }]},
+            {"items": [call("c1", [WAIT])]},
+            {"done": "finished"},
+        ],
+        "max_steps": 5,
+        "requests": 1,
+        "host_exit": 6,
+        "sdk_error": "no completed final message",
+    },
     # The step limit: the last allowed request cannot start effects.
     "max_steps": {
         "replies": [{"items": [call("c1", [WAIT])]}, {"items": [call("c2", [move(30, 30)])]}, {"done": "late"}],
