@@ -371,3 +371,63 @@ def test_a_later_invalid_call_host_cli_refuses_the_response_the_sdk_runs_the_ear
     assert shape(host) == shape(sdk)
     assert host_exit == 5  # action_failed: c1 skipped, c2 refused, daemon 0 ms
     assert computer.sent == 1  # c1's move ran; c2 was refused by name, never sent
+
+
+def preview_call(call_id: str, action: dict[str, Any], checks: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
+    return {
+        "type": "computer_call",
+        "id": "cu_" + call_id,
+        "call_id": call_id,
+        "action": action,
+        "pending_safety_checks": checks or [],
+        "status": "completed",
+    }
+
+
+def test_the_preview_tool_host_cli_and_the_sdk_computer_toolset_send_the_same_requests(guest: tuple[str, str, sandtop.Session]) -> None:
+    """The older ``computer_use_preview`` shape (one ``action`` per call):
+    ``host-cli run --tool computer-use-preview`` against the SDK's
+    ``ComputerToolset.run`` (its runner declares only the GA tool)."""
+    from openai import OpenAI
+    from openai.lib.computer import ComputerToolset
+
+    host_cli, mock_exe, session = guest
+    replies = [
+        {"items": [preview_call("p1", move(15, 15), [CHECK])]},
+        {"items": [preview_call("p2", {"type": "wait"})]},
+        {"done": "finished"},
+    ]
+    work = tempfile.mkdtemp(prefix="diff-preview-")
+    key = "sk-mock-" + os.urandom(8).hex()
+    mock = Mock(mock_exe, os.path.join(work, "host.jsonl"), key)
+    for r in replies:
+        mock.push(r)
+    policy = os.path.join(work, "policy.json")
+    with open(policy, "w") as f:
+        json.dump({"approve_check_codes": [CHECK["code"]]}, f)
+    p = subprocess.run(
+        [
+            host_cli, "run", "--session", session.name, "--no-ask-user", "--tool", "computer-use-preview",
+            "--approve-policy", policy, "--record", os.path.join(work, "run"), TASK,
+        ],
+        env={**os.environ, "OPENAI_API_KEY": key, "OPENAI_BASE_URL": mock.base_url},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+    )
+    host = mock.close()
+    assert p.returncode == 0, p.stderr[-2000:]
+    mock = Mock(mock_exe, os.path.join(work, "sdk.jsonl"), key)
+    for r in replies:
+        mock.push(r)
+    tool = {"type": "computer_use_preview", "display_width": session.screen[0], "display_height": session.screen[1], "environment": "linux"}
+    response = ComputerToolset(sandtop.Computer(session)).run(
+        OpenAI(api_key=key, base_url=mock.base_url, max_retries=0),
+        {"model": "computer-use-preview", "input": TASK, "tools": [tool], "truncation": "auto", "store": False},
+        approve_safety_checks=lambda c: True,
+    )
+    sdk = mock.close()
+    assert response.output_text == "finished"
+    assert host[0]["body"]["tools"] == sdk[0]["body"]["tools"] == [tool]
+    assert len(host) == len(sdk) == 3
+    assert shape(host) == shape(sdk)
+    assert all(r["valid"] == (True, [], []) for r in shape(sdk))
+    assert [r["body"].get("truncation") for r in host] == [r["body"].get("truncation") for r in sdk] == ["auto"] * 3
