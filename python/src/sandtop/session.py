@@ -124,7 +124,7 @@ class Session:
         if backend not in ("docker", "local") or not isinstance(screen, dict):
             raise SandtopError(f"the record of session {name!r} is invalid")
         w, h = screen.get("width"), screen.get("height")
-        if not all(type(v) is int and 1 <= v <= 8192 for v in (w, h)):
+        if not (isinstance(w, int) and isinstance(h, int) and all(type(v) is int and 1 <= v <= 8192 for v in (w, h))):
             raise SandtopError(f"the record of session {name!r} is invalid")
         return cls(name=name, backend=backend, screen=(w, h), folder=folder, record=record, host_cli=host_cli, timeout=timeout)
 
