@@ -165,6 +165,8 @@ def test_the_sdk_runner_with_the_sandtop_computer_completes_the_exercise_checked
     mock = Mock(mock_exe, os.path.join(work, "requests.jsonl"), key)
     session = sandtop.Session.start(host_cli=host_cli, display=(1280, 800))
     requests: list[dict[str, Any]] = []
+    with open(os.path.join(session.folder, "token")) as f:
+        daemon_token = f.read().strip()
     try:
         model = ExerciseModel(mock)
         computer = WatchedComputer(session)
@@ -201,6 +203,8 @@ def test_the_sdk_runner_with_the_sandtop_computer_completes_the_exercise_checked
     # What the mock received from the SDK's runner: schema-valid requests the
     # real API would accept (call ids paired, checks acknowledged, real images).
     assert requests, "the runner sent nothing"
+    # The daemon's token never travels towards the model.
+    assert len(daemon_token) == 64 and all(daemon_token not in json.dumps(r) for r in requests)
     for r in requests:
         assert r["authorized"], r["n"]
         assert r["validation_errors"] == [], (r["n"], r["validation_errors"])
