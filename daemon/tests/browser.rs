@@ -35,6 +35,8 @@ mod pointer;
 mod scoped;
 #[path = "browser/script.rs"]
 mod script;
+#[path = "browser/sign_in.rs"]
+mod sign_in;
 
 struct Daemon {
     child: Child,
@@ -256,6 +258,7 @@ async fn pages() -> String {
         .route("/scoped", get(|| async { Html(scoped::PAGE) }))
         .route("/script", get(|| async { Html(script::PAGE) }))
         .route("/diag", get(|| async { Html(diag::PAGE) }))
+        .route("/sign-in", get(|| async { Html(sign_in::PAGE) }))
         .route(
             "/inner",
             get(|| async { Html("<!doctype html><body><button>Inner button</button></body>") }),

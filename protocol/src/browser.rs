@@ -261,6 +261,20 @@ pub enum BrowserCall {
         target: String,
         checked: bool,
     },
+    /// Sign-in (host only, never a model member): checks that the tab is
+    /// on `origin` and that each target is a live input of its kind.
+    SignInCheck {
+        tab_id: Option<String>,
+        origin: String,
+        fields: Vec<crate::sign_in::SignInTarget>,
+    },
+    /// Sign-in (host only): the same checks again, then each value typed
+    /// into its target, which stays masked in later reads.
+    SignInFill {
+        tab_id: Option<String>,
+        origin: String,
+        fields: Vec<crate::sign_in::SignInValue>,
+    },
 }
 
 impl BrowserCall {
@@ -292,6 +306,8 @@ impl BrowserCall {
             BrowserCall::HoverAt { .. } => "hover_at",
             BrowserCall::HoldKeys { .. } => "hold_keys",
             BrowserCall::SetChecked { .. } => "set_checked",
+            BrowserCall::SignInCheck { .. } => "sign_in_check",
+            BrowserCall::SignInFill { .. } => "sign_in_fill",
         }
     }
 
@@ -375,6 +391,13 @@ impl BrowserCall {
                         "`timeout_ms`: 1 to {MAX_WAIT_MS}, got {timeout_ms}"
                     ));
                 }
+            }
+            BrowserCall::SignInCheck { origin, fields, .. } => {
+                crate::sign_in::check_targets(origin, fields.iter().map(|f| f.target.as_str()))?
+            }
+            BrowserCall::SignInFill { origin, fields, .. } => {
+                crate::sign_in::check_targets(origin, fields.iter().map(|f| f.target.as_str()))?;
+                crate::sign_in::check_values(fields)?
             }
             BrowserCall::ReadPageScoped { root, depth, .. } => {
                 if !(1..=MAX_SCOPE_DEPTH).contains(depth) {
@@ -488,7 +511,9 @@ impl BrowserCall {
             | BrowserCall::DragPath { tab_id, .. }
             | BrowserCall::HoverAt { tab_id, .. }
             | BrowserCall::HoldKeys { tab_id, .. }
-            | BrowserCall::SetChecked { tab_id, .. } => tab_id.as_deref(),
+            | BrowserCall::SetChecked { tab_id, .. }
+            | BrowserCall::SignInCheck { tab_id, .. }
+            | BrowserCall::SignInFill { tab_id, .. } => tab_id.as_deref(),
             BrowserCall::NewTab { .. }
             | BrowserCall::SwitchTab { .. }
             | BrowserCall::CloseTab { .. } => None,

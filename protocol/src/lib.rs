@@ -26,6 +26,7 @@ mod error;
 pub mod keys;
 pub mod limits;
 mod scale;
+pub mod sign_in;
 mod strict;
 
 pub use action::{Action, ActionRejection, Button, Coord, check_text};

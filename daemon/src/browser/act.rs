@@ -47,6 +47,9 @@ pub(super) fn element_error(v: &Value) -> Result<(), ErrorBody> {
                 Some("no such option") => "a value names no enabled option",
                 Some("scope ref") => "a scope ref only chooses the root of a scoped read",
                 Some("not a scope ref") => "the root must be a scope ref from read_page_scoped",
+                Some("wrong kind of field") => {
+                    "the element is not an input of the field's kind (a password goes only into type=password)"
+                }
                 Some("not a checkbox or radio") => {
                     "the element is not an enabled checkbox or radio"
                 }

@@ -529,6 +529,9 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
         | BrowserCall::HoverAt { .. }
         | BrowserCall::HoldKeys { .. }
         | BrowserCall::SetChecked { .. } => super::pointer::run(bidi, call).await,
+        BrowserCall::SignInCheck { .. } | BrowserCall::SignInFill { .. } => {
+            super::sign_in::run(bidi, call).await
+        }
     }
 }
 

@@ -24,6 +24,7 @@ mod diagnostics;
 mod keys;
 mod members;
 mod pointer;
+mod sign_in;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

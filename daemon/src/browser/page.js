@@ -30,6 +30,9 @@
     };
   }
   const reg = g.__sandtopRegistry;
+  // Inputs that hold a credential the operator gave (sign-in): reads omit
+  // their values, as they do for passwords.
+  if (!reg.priv) reg.priv = new WeakSet();
   const doc = document;
 
   // --- text hygiene -------------------------------------------------------
@@ -159,7 +162,8 @@
     return n;
   }
   function isPassword(el) {
-    return el.localName === "input" && (el.getAttribute("type") || "").toLowerCase() === "password";
+    return (el.localName === "input" && (el.getAttribute("type") || "").toLowerCase() === "password") ||
+      reg.priv.has(el);
   }
 
   // --- the registry ---------------------------------------------------------
@@ -527,12 +531,35 @@
     return { ok: true, checked: checked, radio: role === "radio" };
   }
 
+  // Sign-in's element side: `ref` must be an enabled, visible, writable
+  // <input> whose type is one of `types`; with `mark`, it becomes private
+  // (reads omit its value) and, unless it is a password input, its text is
+  // masked on screen too.
+  function credential(ref, types, mark) {
+    if (isScopeRef(ref)) return SCOPE_REFUSED;
+    const el = resolve(ref);
+    if (!el) return { error: "stale_target" };
+    if (el.localName !== "input") return { error: "not_actionable", why: "wrong kind of field" };
+    if (el.disabled || el.readOnly || el.inert) return { error: "not_actionable", why: "disabled" };
+    const t = (el.getAttribute("type") || "text").toLowerCase();
+    if (!types.includes(t)) return { error: "not_actionable", why: "wrong kind of field" };
+    if (mark) {
+      reg.priv.add(el);
+      if (t !== "password") {
+        if (CSS.supports("-webkit-text-security", "disc")) el.style.setProperty("-webkit-text-security", "disc", "important");
+        else el.style.setProperty("color", "transparent", "important");
+      }
+    }
+    return { ok: true };
+  }
+
   let out;
   switch (request.op) {
     case "read": out = read(request.mode, request.query || null); break;
     case "locate": out = locate(request.ref, request.need); break;
     case "select": out = selectValues(request.ref, request.values); break;
     case "checked": out = checkedState(request.ref); break;
+    case "credential": out = credential(request.ref, request.types || [], !!request.mark); break;
     case "scoped": out = scopedRead(request.root, request.depth, request.mode); break;
     case "tab": {
       const [title, c] = cut((doc.title || "").toWellFormed ? (doc.title || "").toWellFormed() : "", L.title);

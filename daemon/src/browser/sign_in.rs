@@ -1,0 +1,153 @@
+//! Sign-in out of band: the host's two calls that put an operator's
+//! credentials into a page ([`BrowserCall::SignInCheck`],
+//! [`BrowserCall::SignInFill`]); the model has no member that reaches them.
+//!
+//! Both calls bind at execution, like every member: the tab must be on the
+//! credential origin now, and each target must resolve in the tab's
+//! current document to an enabled, visible `<input>` whose type fits the
+//! field's kind (a password only into `type=password`). A fill checks all
+//! of that again — every field before the first value is typed — then, per
+//! field, marks the input private (later reads omit its value, as they do
+//! for passwords; a non-password input is also masked on screen), focuses
+//! it and types the value with BiDi key input. No message here quotes a
+//! value; nothing here logs.
+
+use sandtop_protocol::sign_in::{CredentialKind, SignInValue};
+use sandtop_protocol::{BrowserCall, BrowserOutcome, ErrorBody, ErrorCode};
+use serde_json::json;
+
+use super::act::{element_error, locate, perform};
+use super::bidi::Bidi;
+use super::context::{activate, agent, contexts, target_tab};
+use super::keys::typed_keys;
+
+/// Carries out a `SignInCheck` or a `SignInFill`.
+pub(super) async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, ErrorBody> {
+    match call {
+        BrowserCall::SignInCheck {
+            tab_id,
+            origin,
+            fields,
+        } => {
+            let ctx = on_origin(bidi, tab_id.as_deref(), origin).await?;
+            for f in fields {
+                check_field(bidi, &ctx, &f.target, f.kind, false).await?;
+            }
+            Ok(BrowserOutcome::Done)
+        }
+        BrowserCall::SignInFill {
+            tab_id,
+            origin,
+            fields,
+        } => {
+            let ctx = on_origin(bidi, tab_id.as_deref(), origin).await?;
+            // Every field is checked before anything is typed.
+            for f in fields {
+                check_field(bidi, &ctx, &f.target, f.kind, false).await?;
+            }
+            activate(bidi, &ctx).await?;
+            for f in fields {
+                fill(bidi, &ctx, f).await?;
+            }
+            Ok(BrowserOutcome::Done)
+        }
+        _ => Err(ErrorBody::new(
+            ErrorCode::InvalidAction,
+            "not a sign-in call",
+        )),
+    }
+}
+
+/// The tab the call acts on, which must show a document of `origin`.
+async fn on_origin(bidi: &Bidi, tab_id: Option<&str>, origin: &str) -> Result<String, ErrorBody> {
+    let ctx = target_tab(bidi, tab_id).await?;
+    let url = contexts(bidi)
+        .await?
+        .into_iter()
+        .find(|(c, _)| *c == ctx)
+        .map(|(_, u)| u)
+        .ok_or_else(|| ErrorBody::new(ErrorCode::NoSuchTab, "the tab closed"))?;
+    if url_origin(&url).as_deref() != Some(origin) {
+        return Err(ErrorBody::new(
+            ErrorCode::InvalidAction,
+            "the tab is not on the credential origin",
+        ));
+    }
+    Ok(ctx)
+}
+
+/// `scheme://host[:port]` of a URL as the browser serialises it (lower
+/// case, default port left out), or `None` for a URL without a web origin.
+fn url_origin(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let host = rest[..end].rsplit('@').next()?;
+    (!host.is_empty()).then(|| format!("{scheme}://{host}"))
+}
+
+/// Asks the page agent whether `target` is an input for `kind`; with
+/// `mark`, also makes it private (reads omit its value from then on).
+async fn check_field(
+    bidi: &Bidi,
+    ctx: &str,
+    target: &str,
+    kind: CredentialKind,
+    mark: bool,
+) -> Result<(), ErrorBody> {
+    let v = agent(
+        bidi,
+        ctx,
+        json!({"op": "credential", "ref": target, "types": kind.input_types(), "mark": mark}),
+    )
+    .await?;
+    element_error(&v)
+}
+
+/// Types one value into its (checked) target.
+async fn fill(bidi: &Bidi, ctx: &str, f: &SignInValue) -> Result<(), ErrorBody> {
+    check_field(bidi, ctx, &f.target, f.kind, true).await?;
+    // Focus the field and select what it holds: the value replaces it.
+    locate(bidi, ctx, &f.target, "editable").await?;
+    let steps = typed_keys(f.value.expose());
+    for chunk in steps.chunks(2_000) {
+        perform(
+            bidi,
+            ctx,
+            json!([{"type": "key", "id": "sandtop-keyboard", "actions": chunk}]),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_origin;
+
+    #[test]
+    fn the_origin_of_a_tab_url() {
+        assert_eq!(
+            url_origin("http://127.0.0.1:8080/login?x=1").as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
+        assert_eq!(
+            url_origin("https://user:pw@example.test/a#b").as_deref(),
+            Some("https://example.test")
+        );
+        assert_eq!(
+            url_origin("https://[::1]:8443").as_deref(),
+            Some("https://[::1]:8443")
+        );
+        for none in [
+            "about:blank",
+            "data:text/html,x",
+            "file:///etc",
+            "http:///x",
+        ] {
+            assert_eq!(url_origin(none), None, "{none}");
+        }
+    }
+}
