@@ -1,5 +1,8 @@
 //! `sandtop-demo`: the small web form that the offline exercise fills in
-//! inside the Sandtop guest, and the store that records what was submitted.
+//! inside the Sandtop guest, the store that records what was submitted, and
+//! a sign-in flow (password, then a one-time code) for the exercise's
+//! "sign-in out of band": the host fills the credentials into the page
+//! through the browser driver, and the model never sees them.
 //!
 //! The guest's entry script starts it on a loopback address (127.0.0.1:8080)
 //! before `sandtopd`; Firefox in the guest opens it, and the computer-use
@@ -26,6 +29,34 @@
 //!    with every value escaped as HTML.
 //! 4. `GET /submissions` answers the stored lines as one JSON array, for
 //!    the checker that compares what the model typed with what was asked.
+//!
+//! The form page also links to the sign-in ("Sign in", `#sign-in-link`).
+//! How a sign-in flows (details in [`sign_in`]):
+//!
+//! 5. `GET /login` answers the sign-in page: `email` and `password`
+//!    inputs, button `sign-in`. `POST /login` takes exactly those two
+//!    fields (same strict parsing, capped at [`LOGIN_BODY_LIMIT`] bytes).
+//!    The accounts file (`--accounts`, a JSON array of
+//!    `{"email","password","code"}`) is read again on every attempt, so the
+//!    host may write it after the app started; absent means no accounts, a
+//!    malformed one answers 500 with a reason that never quotes the file.
+//!    The password is compared in constant time. A match sets the random
+//!    `pending_login` cookie and answers 303 to `/login/code`; a mismatch
+//!    answers 401 with the page again and "Wrong email or password.".
+//! 6. `GET /login/code` (pending cookie needed, else 303 to `/login`)
+//!    answers the code page: input `code`, button `verify`. `POST
+//!    /login/code` takes exactly `code`; the account's code works once per
+//!    process. A match drops the pending cookie, sets the random `session`
+//!    cookie and answers 303 to `/account`; a mismatch answers 401 with
+//!    "Wrong code."; the fifth wrong code drops the pending sign-in (401
+//!    with the sign-in page).
+//! 7. `GET /account` (session cookie needed, else 303 to `/login`) answers
+//!    "Signed in as EMAIL".
+//! 8. Each step appends one fsynced JSON line to the sign-in record
+//!    (`--sign-ins`): `{"seq":N,"received_at":"RFC3339","event":..,
+//!    "email":..}` with the events `password_ok`, `password_wrong`,
+//!    `code_ok`, `code_wrong` and `protected_page` — never a password or a
+//!    code. `GET /sign-ins` answers the record as one JSON array.
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
@@ -46,6 +77,10 @@ use serde::{Deserialize, Serialize};
 
 /// Largest request body accepted by `POST /submit`, in bytes (64 KiB).
 pub const BODY_LIMIT: usize = 64 * 1024;
+
+/// Largest request body accepted by `POST /login` and `POST /login/code`,
+/// in bytes (4 KiB).
+pub const LOGIN_BODY_LIMIT: usize = 4 * 1024;
 
 /// The three fields of the form, in the order they appear on the page.
 pub const FIELDS: [&str; 3] = ["name", "email", "message"];
@@ -68,9 +103,15 @@ button { margin-top: 28px; font: inherit; font-weight: bold; padding: 14px 48px;
 dt { font-weight: bold; margin-top: 16px; }
 dd { margin: 4px 0 0 0; white-space: pre-wrap; word-break: break-word; border: 1px solid #bbb; padding: 8px; }
 a { font-size: 24px; }
+nav { float: right; }
+.error { color: #b91c1c; font-weight: bold; }
 "
     };
 }
+
+pub mod sign_in;
+
+pub use sign_in::SignIn;
 
 /// The page served by `GET /`.
 pub const FORM_PAGE: &str = concat!(
@@ -78,7 +119,10 @@ pub const FORM_PAGE: &str = concat!(
     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
     "<title>Contact form</title>\n<style>\n",
     style!(),
-    "</style>\n</head>\n<body>\n<h1>Contact form</h1>\n",
+    "</style>\n</head>\n<body>\n",
+    // Floats right of the heading: the form below keeps its place.
+    "<nav><a id=\"sign-in-link\" href=\"/login\">Sign in</a></nav>\n",
+    "<h1>Contact form</h1>\n",
     "<form method=\"post\" action=\"/submit\" accept-charset=\"utf-8\" autocomplete=\"off\">\n",
     "<label for=\"name\">Name</label>\n",
     "<input id=\"name\" name=\"name\" type=\"text\" autofocus spellcheck=\"false\">\n",
@@ -114,14 +158,16 @@ pub struct SubmissionForm {
     pub message: String,
 }
 
-/// Why a form body was refused. Shown to the client as plain text.
+/// Why a form body was refused. Shown to the client as plain text; never
+/// quotes a value (a refused sign-in form must not echo its password).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FormError {
-    /// A field that is not one of [`FIELDS`] (name truncated for display).
-    UnknownField(String),
-    /// One of [`FIELDS`] is absent.
-    MissingField(&'static str),
-    /// One of [`FIELDS`] appears more than once.
+    /// A field that is not one of the form's fields (name truncated for
+    /// display), with the fields the form has.
+    UnknownField(String, &'static [&'static str]),
+    /// One of the form's fields is absent, with the fields the form has.
+    MissingField(&'static str, &'static [&'static str]),
+    /// One of the form's fields appears more than once.
     DuplicateField(&'static str),
     /// A `%` not followed by two hex digits.
     BadPercentEncoding,
@@ -129,16 +175,27 @@ pub enum FormError {
     InvalidUtf8,
 }
 
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
 impl fmt::Display for FormError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::UnknownField(name) => write!(
+            Self::UnknownField(name, fields) => write!(
                 f,
-                "unknown field {name:?}: the form has exactly the fields name, email, message"
+                "unknown field {name:?}: the form has exactly the fields {}",
+                fields.join(", ")
             ),
-            Self::MissingField(name) => write!(
+            Self::MissingField(name, fields) => write!(
                 f,
-                "missing field {name:?}: the form needs name, email and message"
+                "missing field {name:?}: the form needs {}",
+                and_list(fields)
             ),
             Self::DuplicateField(name) => write!(f, "field {name:?} given more than once"),
             Self::BadPercentEncoding => {
@@ -153,29 +210,45 @@ impl std::error::Error for FormError {}
 
 /// Decodes an `application/x-www-form-urlencoded` body strictly: `+` is a
 /// space, `%XX` a byte, the decoded bytes must be UTF-8 (never replaced with
-/// U+FFFD), and each of [`FIELDS`] must appear exactly once with no other
-/// field. Empty values are allowed; empty `&&` segments are ignored.
-pub fn parse_form(body: &[u8]) -> Result<SubmissionForm, FormError> {
-    let mut values: [Option<String>; 3] = [None, None, None];
+/// U+FFFD), and each of `fields` must appear exactly once with no other
+/// field. Empty values are allowed; empty `&&` segments are ignored. The
+/// values come back in the order of `fields`.
+pub fn parse_fields<const N: usize>(
+    body: &[u8],
+    fields: &'static [&'static str; N],
+) -> Result<[String; N], FormError> {
+    let mut values: [Option<String>; N] = [const { None }; N];
     for pair in body.split(|&b| b == b'&').filter(|p| !p.is_empty()) {
         let (raw_key, raw_value) = match pair.iter().position(|&b| b == b'=') {
             Some(i) => (&pair[..i], &pair[i + 1..]),
             None => (pair, &[][..]),
         };
         let key = percent_decode(raw_key)?;
-        let Some(index) = FIELDS.iter().position(|f| *f == key) else {
-            return Err(FormError::UnknownField(key.chars().take(64).collect()));
+        let Some(index) = fields.iter().position(|f| *f == key) else {
+            return Err(FormError::UnknownField(
+                key.chars().take(64).collect(),
+                fields,
+            ));
         };
         if values[index].is_some() {
-            return Err(FormError::DuplicateField(FIELDS[index]));
+            return Err(FormError::DuplicateField(fields[index]));
         }
         values[index] = Some(percent_decode(raw_value)?);
     }
-    let [name, email, message] = values;
+    if let Some(index) = values.iter().position(Option::is_none) {
+        return Err(FormError::MissingField(fields[index], fields));
+    }
+    Ok(values.map(Option::unwrap_or_default))
+}
+
+/// Decodes the contact form (each of [`FIELDS`] exactly once, see
+/// [`parse_fields`]).
+pub fn parse_form(body: &[u8]) -> Result<SubmissionForm, FormError> {
+    let [name, email, message] = parse_fields(body, &FIELDS)?;
     Ok(SubmissionForm {
-        name: name.ok_or(FormError::MissingField("name"))?,
-        email: email.ok_or(FormError::MissingField("email"))?,
-        message: message.ok_or(FormError::MissingField("message"))?,
+        name,
+        email,
+        message,
     })
 }
 
@@ -267,7 +340,9 @@ pub struct Submission {
     pub message: String,
 }
 
-/// The append-only JSON-lines file holding the submissions.
+/// An append-only JSON-lines file of records, each one line with a 1-based
+/// `seq` and a `received_at` time: the submissions, and (a second store)
+/// the sign-in record.
 ///
 /// One writer per file is assumed (the one `sandtop-demo` process); within
 /// the process a mutex orders appends and reads.
@@ -304,10 +379,15 @@ impl Store {
         let mut content = Vec::new();
         file.read_to_end(&mut content)
             .with_context(|| format!("reading the store {}", path.display()))?;
+        /// The one field every record has (other fields ignored).
+        #[derive(Deserialize)]
+        struct Seq {
+            seq: u64,
+        }
         let mut max_seq = 0;
         for line in content.split(|&b| b == b'\n') {
-            if let Ok(sub) = serde_json::from_slice::<Submission>(line) {
-                max_seq = max_seq.max(sub.seq);
+            if let Ok(record) = serde_json::from_slice::<Seq>(line) {
+                max_seq = max_seq.max(record.seq);
             }
         }
         if content.last().is_some_and(|&b| b != b'\n') {
@@ -337,18 +417,30 @@ impl Store {
     }
 
     /// Appends one submission as a JSON line and fsyncs the file before
-    /// returning it. On a failed write the file is cut back to its previous
-    /// length and the sequence number is not consumed.
+    /// returning it (see [`Store::append_record`]).
     pub fn append(&self, form: SubmissionForm, now: SystemTime) -> anyhow::Result<Submission> {
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let sub = Submission {
-            seq: inner.next_seq,
-            received_at: rfc3339_utc(now),
+        self.append_record(now, |seq, received_at| Submission {
+            seq,
+            received_at,
             name: form.name,
             email: form.email,
             message: form.message,
-        };
-        let mut line = serde_json::to_vec(&sub)?;
+        })
+    }
+
+    /// Appends one record as a JSON line and fsyncs the file before
+    /// returning it. `make` builds the record from the next sequence number
+    /// and `now` as RFC 3339; it must serialise to a JSON object with that
+    /// `seq`. On a failed write the file is cut back to its previous length
+    /// and the sequence number is not consumed.
+    pub fn append_record<T: Serialize>(
+        &self,
+        now: SystemTime,
+        make: impl FnOnce(u64, String) -> T,
+    ) -> anyhow::Result<T> {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let record = make(inner.next_seq, rfc3339_utc(now));
+        let mut line = serde_json::to_vec(&record)?;
         line.push(b'\n');
         let before = inner.file.metadata()?.len();
         let written = inner
@@ -361,7 +453,7 @@ impl Store {
             return Err(err).with_context(|| format!("appending to {}", self.path.display()));
         }
         inner.next_seq += 1;
-        Ok(sub)
+        Ok(record)
     }
 
     /// Every stored line, parsed, in file order. Lines that do not parse
@@ -387,18 +479,41 @@ impl Store {
     }
 }
 
-/// Builds the HTTP router around a store.
-pub fn router(store: Arc<Store>) -> Router {
+/// What the handlers share: the submissions store and the sign-in state
+/// (which holds the sign-in record).
+#[derive(Debug, Clone)]
+pub(crate) struct AppState {
+    pub(crate) store: Arc<Store>,
+    pub(crate) sign_in: Arc<SignIn>,
+}
+
+/// Builds the HTTP router around the submissions store and the sign-in
+/// state.
+pub fn router(store: Arc<Store>, sign_in: Arc<SignIn>) -> Router {
     Router::new()
         .route("/", get(form_page))
         .route("/submit", post(submit))
         .route("/submissions", get(submissions))
+        .route(
+            "/login",
+            get(sign_in::login_page_handler)
+                .post(sign_in::login_handler)
+                .layer(DefaultBodyLimit::max(LOGIN_BODY_LIMIT)),
+        )
+        .route(
+            "/login/code",
+            get(sign_in::code_page_handler)
+                .post(sign_in::code_handler)
+                .layer(DefaultBodyLimit::max(LOGIN_BODY_LIMIT)),
+        )
+        .route("/account", get(sign_in::account_handler))
+        .route("/sign-ins", get(sign_in::sign_ins_handler))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .with_state(store)
+        .with_state(AppState { store, sign_in })
 }
 
-fn html(status: StatusCode, body: String) -> Response {
+pub(crate) fn html(status: StatusCode, body: String) -> Response {
     let mut response = (status, body).into_response();
     let headers = response.headers_mut();
     headers.insert(
@@ -417,7 +532,7 @@ fn html(status: StatusCode, body: String) -> Response {
     response
 }
 
-fn text(status: StatusCode, body: impl Into<String>) -> Response {
+pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Response {
     let mut body = body.into();
     body.push('\n');
     let mut response = (status, body).into_response();
@@ -436,12 +551,12 @@ async fn form_page() -> Response {
 async fn not_found() -> Response {
     text(
         StatusCode::NOT_FOUND,
-        "not found: try GET /, POST /submit or GET /submissions",
+        "not found: try GET /, POST /submit, GET /submissions, GET /login or GET /sign-ins",
     )
 }
 
 /// Accepts `application/x-www-form-urlencoded` with no charset or UTF-8.
-fn is_utf8_form(headers: &HeaderMap) -> bool {
+pub(crate) fn is_utf8_form(headers: &HeaderMap) -> bool {
     let Some(value) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -461,7 +576,7 @@ fn is_utf8_form(headers: &HeaderMap) -> bool {
         })
 }
 
-async fn submit(State(store): State<Arc<Store>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn submit(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     if !is_utf8_form(&headers) {
         return text(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -473,6 +588,7 @@ async fn submit(State(store): State<Arc<Store>>, headers: HeaderMap, body: Bytes
         Err(err) => return text(StatusCode::BAD_REQUEST, err.to_string()),
     };
     let now = SystemTime::now();
+    let store = state.store;
     let saved = tokio::task::spawn_blocking(move || store.append(form, now)).await;
     let sub = match saved {
         Ok(Ok(sub)) => sub,
@@ -515,8 +631,14 @@ pub fn saved_page(sub: &Submission) -> String {
     )
 }
 
-async fn submissions(State(store): State<Arc<Store>>) -> Response {
+async fn submissions(State(state): State<AppState>) -> Response {
     tracing::debug!("listing the submissions");
+    list_json(state.store, "the submissions could not be read").await
+}
+
+/// Answers every line of `store` as one JSON array (`no-store`), or 500
+/// with `failure` as the plain-text reason.
+pub(crate) async fn list_json(store: Arc<Store>, failure: &'static str) -> Response {
     match tokio::task::spawn_blocking(move || store.list()).await {
         Ok(Ok(list)) => {
             let mut response = axum::Json(list).into_response();
@@ -527,17 +649,11 @@ async fn submissions(State(store): State<Arc<Store>>) -> Response {
         }
         Ok(Err(err)) => {
             tracing::error!("reading the store failed: {err:#}");
-            text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the submissions could not be read",
-            )
+            text(StatusCode::INTERNAL_SERVER_ERROR, failure)
         }
         Err(err) => {
             tracing::error!("the store task failed: {err}");
-            text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the submissions could not be read",
-            )
+            text(StatusCode::INTERNAL_SERVER_ERROR, failure)
         }
     }
 }
@@ -585,10 +701,13 @@ mod tests {
     #[test]
     fn refuses_bad_forms() {
         let cases: [(&[u8], FormError); 6] = [
-            (b"name=a&email=b", FormError::MissingField("message")),
+            (
+                b"name=a&email=b",
+                FormError::MissingField("message", &FIELDS),
+            ),
             (
                 b"name=a&email=b&message=c&x=1",
-                FormError::UnknownField("x".into()),
+                FormError::UnknownField("x".into(), &FIELDS),
             ),
             (
                 b"name=a&name=b&email=b&message=c",
@@ -601,10 +720,25 @@ mod tests {
         for (body, want) in cases {
             assert_eq!(parse_form(body).unwrap_err(), want);
         }
-        assert!(
-            FormError::MissingField("email")
-                .to_string()
-                .contains("missing field \"email\"")
+        assert_eq!(
+            FormError::MissingField("email", &FIELDS).to_string(),
+            "missing field \"email\": the form needs name, email and message"
+        );
+        assert_eq!(
+            FormError::UnknownField("x".into(), &FIELDS).to_string(),
+            "unknown field \"x\": the form has exactly the fields name, email, message"
+        );
+        assert_eq!(
+            parse_fields(b"code=1&code=2", &["code"]).unwrap_err(),
+            FormError::DuplicateField("code")
+        );
+        assert_eq!(
+            FormError::MissingField("password", &["email", "password"]).to_string(),
+            "missing field \"password\": the form needs email and password"
+        );
+        assert_eq!(
+            parse_fields(b"password=p%26&email=e", &["email", "password"]).unwrap(),
+            ["e".to_owned(), "p&".to_owned()]
         );
     }
 

@@ -1,5 +1,6 @@
 //! `sandtop-demo` binary: parses the command line, refuses non-loopback
-//! addresses, opens the store and serves the form until SIGTERM or Ctrl-C.
+//! addresses, opens the submissions store and the sign-in record, and serves
+//! the form and the sign-in pages until SIGTERM or Ctrl-C.
 //! See the library crate (`src/lib.rs`) for the request flow.
 
 use std::io::IsTerminal;
@@ -9,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
-use sandtop_demo::{Store, check_listen_addr, router};
+use sandtop_demo::{SignIn, Store, check_listen_addr, router};
 
 /// The small web form of Sandtop's offline exercise (loopback only).
 #[derive(Debug, Parser)]
@@ -21,6 +22,14 @@ struct Args {
     /// JSON-lines file the submissions are appended to (parent created).
     #[arg(long, default_value = "/home/user/demo/submissions.jsonl")]
     store: PathBuf,
+    /// JSON file of the accounts that may sign in: an array of
+    /// {"email","password","code"} objects. Read at every sign-in attempt,
+    /// so it may be written after the start; absent means no accounts.
+    #[arg(long, default_value = "/home/user/demo/accounts.json")]
+    accounts: PathBuf,
+    /// JSON-lines file the sign-in events are appended to (parent created).
+    #[arg(long, default_value = "/home/user/demo/sign-ins.jsonl")]
+    sign_ins: PathBuf,
 }
 
 #[tokio::main]
@@ -36,15 +45,18 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     check_listen_addr(args.listen)?;
     let store = Arc::new(Store::open(&args.store)?);
+    let sign_in = Arc::new(SignIn::open(&args.accounts, &args.sign_ins)?);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     tracing::info!(
         listen = %listener.local_addr()?,
         store = %store.path().display(),
+        accounts = %sign_in.accounts_path().display(),
+        sign_ins = %sign_in.record().path().display(),
         "sandtop-demo ready"
     );
-    axum::serve(listener, router(store))
+    axum::serve(listener, router(store, sign_in))
         .with_graceful_shutdown(shutdown())
         .await
         .context("serving")?;
