@@ -12,7 +12,7 @@
 //! 4. `--approve-scripted-checks` approves checks raised by the offline
 //!    scripted model only; the runner refuses the flag with a real model.
 
-use std::io::{BufRead as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
@@ -20,8 +20,10 @@ use anyhow::Context as _;
 use sandtop_protocol::Action;
 use serde::Deserialize;
 
+use super::sign_in::{Answer as SignInAnswer, Credentials};
 use super::wire::SafetyCheck;
 use crate::term;
+use sandtop_protocol::sign_in::Secret;
 
 /// An answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +70,16 @@ pub struct BrowserRequest<'a> {
     pub description: &'a str,
 }
 
+/// What the operator is asked for a sign-in: the checked request, and on
+/// the desktop path (no page targets) the screenshot whose focused field
+/// the value goes into.
+#[derive(Debug)]
+pub struct SignInPrompt<'a> {
+    pub call_id: &'a str,
+    pub request: &'a super::sign_in::Request,
+    pub screenshot: Option<&'a Path>,
+}
+
 /// The human (or their policy) on the other side of the loop.
 pub trait Operator: Send {
     fn approve_checks(&mut self, req: &CheckRequest<'_>) -> Decision;
@@ -76,6 +88,14 @@ pub trait Operator: Send {
     /// operator that does not know browser calls refuses them.
     fn confirm_browser(&mut self, _req: &BrowserRequest<'_>) -> Decision {
         Decision::Deny("this operator does not approve browser calls".into())
+    }
+    /// Answers a sign-in request ([`super::sign_in`]): the values, by a
+    /// channel the model never sees, or a refusal. An operator that does
+    /// not know sign-in declines.
+    fn sign_in(&mut self, _req: &SignInPrompt<'_>) -> SignInAnswer {
+        SignInAnswer::Decline {
+            why: "this operator does not answer sign-in requests".into(),
+        }
     }
     /// Answers a question from the model (`ask_user`); `None` = no answer.
     fn ask(&mut self, question: &str) -> Option<String>;
@@ -158,6 +178,78 @@ pub struct Terminal {
     guidance: Vec<String>,
     /// When the run has stopped, an open prompt closes unanswered.
     stop: Option<StopCheck>,
+    /// The terminal device itself, to turn echo off for secrets; `None`
+    /// (a test's buffer): secrets are never read.
+    tty: Option<std::fs::File>,
+}
+
+/// Reads lines from the terminal and sends them, each without its line
+/// end. Bytes are read straight into the line in progress; what a line
+/// held is wiped from this thread's memory once it is sent (a line may be a
+/// password typed with echo off).
+fn read_lines(mut input: std::fs::File, tx: &mpsc::Sender<String>) {
+    use std::io::Read as _;
+    use zeroize::Zeroize as _;
+    let mut line: Vec<u8> = Vec::with_capacity(256);
+    let mut buf = [0u8; 256];
+    loop {
+        let n = match input.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                let text = String::from_utf8_lossy(&line).into_owned();
+                line.zeroize();
+                if tx.send(text).is_err() {
+                    buf.zeroize();
+                    return;
+                }
+            } else {
+                line.push(b);
+            }
+        }
+        buf.zeroize();
+    }
+    line.zeroize();
+}
+
+/// Echo off on a terminal until dropped (restored then, on every path).
+struct EchoOff<'a> {
+    tty: &'a std::fs::File,
+    saved: rustix::termios::Termios,
+}
+
+impl<'a> EchoOff<'a> {
+    fn new(tty: &'a std::fs::File) -> Option<EchoOff<'a>> {
+        use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
+        let saved = tcgetattr(tty).ok()?;
+        let mut quiet = saved.clone();
+        quiet.local_modes.remove(LocalModes::ECHO);
+        // The line end is not shown either; ICANON keeps line editing.
+        quiet.local_modes.remove(LocalModes::ECHONL);
+        tcsetattr(tty, OptionalActions::Now, &quiet).ok()?;
+        // Set, then read back: a device that ignored it is refused.
+        let now = tcgetattr(tty).ok()?;
+        if now.local_modes.contains(LocalModes::ECHO) {
+            let _ = tcsetattr(tty, OptionalActions::Now, &saved);
+            return None;
+        }
+        Some(EchoOff { tty, saved })
+    }
+}
+
+impl Drop for EchoOff<'_> {
+    fn drop(&mut self) {
+        let _ = rustix::termios::tcsetattr(
+            self.tty,
+            rustix::termios::OptionalActions::Now,
+            &self.saved,
+        );
+    }
 }
 
 impl std::fmt::Debug for Terminal {
@@ -171,24 +263,24 @@ impl std::fmt::Debug for Terminal {
 impl Terminal {
     /// Opens `/dev/tty`; `None` when there is no controlling terminal.
     pub fn open() -> Option<Terminal> {
-        let input = std::fs::File::open("/dev/tty").ok()?;
-        let out = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/tty")
-            .ok()?;
+        Terminal::open_path(Path::new("/dev/tty"))
+    }
+
+    /// Opens a terminal device (tests use a pseudo-terminal). Lines are
+    /// read by one thread without a buffer of its own beyond the line in
+    /// progress, which is wiped once sent (a line may hold a secret).
+    pub fn open_path(path: &Path) -> Option<Terminal> {
+        let input = std::fs::File::open(path).ok()?;
+        let out = std::fs::OpenOptions::new().write(true).open(path).ok()?;
+        let tty = out.try_clone().ok()?;
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("tty".into())
-            .spawn(move || {
-                for line in std::io::BufReader::new(input).lines() {
-                    let Ok(line) = line else { break };
-                    if tx.send(line).is_err() {
-                        break;
-                    }
-                }
-            })
+            .spawn(move || read_lines(input, &tx))
             .ok()?;
-        Some(Terminal::from_parts(rx, Box::new(out)))
+        let mut t = Terminal::from_parts(rx, Box::new(out));
+        t.tty = Some(tty);
+        Some(t)
     }
 
     /// A terminal reading `lines` and writing to `out` (tests use it with
@@ -202,7 +294,31 @@ impl Terminal {
             out,
             guidance: Vec::new(),
             stop: None,
+            tty: None,
         }
+    }
+
+    /// Prints `prompt` and reads one line with echo off; `None` when echo
+    /// cannot be turned off (the value would show), the terminal closed or
+    /// the run stopped. Lines typed before the prompt stay guidance.
+    pub fn read_secret(&mut self, prompt: &str) -> Option<Secret> {
+        let tty = self.tty.as_ref()?.try_clone().ok()?;
+        let quiet = EchoOff::new(&tty)?;
+        // A line typed before this prompt could be the value, typed early
+        // (and shown): it is dropped, never queued as guidance for the
+        // model.
+        let mut dropped = false;
+        while let Ok(early) = self.lines.try_recv() {
+            drop(Secret::new(early));
+            dropped = true;
+        }
+        if dropped {
+            self.say("(what was typed before this question was discarded)\n");
+        }
+        let line = self.prompt(prompt).map(Secret::new);
+        drop(quiet);
+        self.say("\n");
+        line
     }
 
     fn say(&mut self, text: &str) {
@@ -291,6 +407,56 @@ pub struct Approvals {
     /// Approve the scripted model's checks and browser calls (the runner
     /// only sets this for the scripted model).
     pub scripted_checks: bool,
+    /// `--credentials FILE`: sign-in values by exact origin.
+    pub credentials: Option<Credentials>,
+}
+
+/// The sign-in request as the operator sees it: the origin (the one thing
+/// to verify), the model's reason and labels made inert and indented, the
+/// methods numbered.
+fn sign_in_text(p: &SignInPrompt<'_>) -> String {
+    let req = p.request;
+    let mut text = format!(
+        "\n== Sign-in requested (call {}) ==\n  Credentials go to: {}\n",
+        term::safe_line(p.call_id),
+        req.origin
+    );
+    if let Some(r) = &req.reason {
+        text.push_str(&format!(
+            "  The model says why:\n  | {}\n",
+            term::safe_line(r)
+        ));
+    }
+    for f in &req.fields {
+        text.push_str(&format!(
+            "  field {}: {} ({}{})\n",
+            term::safe_line(&f.id),
+            term::safe_line(&f.label),
+            f.kind.as_str(),
+            if f.required { ", required" } else { "" }
+        ));
+    }
+    for (i, o) in req.options.iter().enumerate() {
+        text.push_str(&format!(
+            "  method {}: {} (fields: {})\n",
+            i + 1,
+            term::safe_line(&o.label),
+            term::safe_line(&o.field_ids.join(", "))
+        ));
+    }
+    match p.screenshot {
+        Some(shot) => text.push_str(&format!(
+            "The value is typed into the field that has the focus on {}: check it is the right one.\n",
+            term::safe_line(&shot.display().to_string())
+        )),
+        None => text.push_str(
+            "The values go into the inputs the browser driver bound on that origin's page.\n",
+        ),
+    }
+    text.push_str(
+        "Only sign in if you trust this origin. The model and the page's words never answer this.\n",
+    );
+    text
 }
 
 /// An action as the operator sees it: its JSON, made safe to print (typed
@@ -402,6 +568,91 @@ impl Operator for Approvals {
             term::safe(req.description).replace('\n', "\n  | ")
         ));
         t.yes("Run it? Type `yes` to approve, anything else refuses: ")
+    }
+
+    fn sign_in(&mut self, p: &SignInPrompt<'_>) -> SignInAnswer {
+        let req = p.request;
+        if let Some(c) = &self.credentials {
+            match c.answer(req) {
+                Ok(Some(a)) => return a,
+                Ok(None) => {}
+                Err(e) => {
+                    return SignInAnswer::Decline {
+                        why: format!("{e:#}"),
+                    };
+                }
+            }
+        }
+        let Some(t) = self.terminal.as_ref() else {
+            return SignInAnswer::Decline {
+                why: format!(
+                    "no terminal to ask on and no --credentials entry for {}",
+                    req.origin
+                ),
+            };
+        };
+        let mut t = lock(t);
+        t.say(&sign_in_text(p));
+        if t.yes("Enter the values for this origin? Type `yes` to go on, anything else declines: ")
+            != Decision::Approve
+        {
+            return SignInAnswer::Decline {
+                why: "the operator declined".into(),
+            };
+        }
+        let option = if req.options.is_empty() {
+            None
+        } else {
+            let a = t.prompt("Which method? Type its number (empty declines): ");
+            let n = a
+                .as_deref()
+                .map(str::trim)
+                .and_then(|a| a.parse::<usize>().ok());
+            match n
+                .and_then(|n| n.checked_sub(1))
+                .and_then(|i| req.options.get(i))
+            {
+                Some(o) => Some(o.id.clone()),
+                None => {
+                    return SignInAnswer::Decline {
+                        why: "no method was chosen".into(),
+                    };
+                }
+            }
+        };
+        let mut values = Vec::new();
+        for f in req.fields_of(option.as_deref()) {
+            let label = format!(
+                "{} ({}{}, not shown as you type): ",
+                term::safe_line(&f.label),
+                f.kind.as_str(),
+                if f.required {
+                    ", required"
+                } else {
+                    ", empty to leave out"
+                }
+            );
+            let Some(v) = t.read_secret(&label) else {
+                return SignInAnswer::Decline {
+                    why: if t.tty.is_none() {
+                        "this terminal cannot hide what is typed".into()
+                    } else {
+                        "the terminal closed, or echo could not be turned off".into()
+                    },
+                };
+            };
+            if !v.is_empty() {
+                values.push((f.id.clone(), v));
+            }
+        }
+        t.say(
+            "The values go into the page now; they are not shown, logged or sent to the model.\n",
+        );
+        SignInAnswer::Submit {
+            option,
+            values,
+            source: "terminal",
+        }
     }
 
     fn ask(&mut self, question: &str) -> Option<String> {

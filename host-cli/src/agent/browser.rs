@@ -457,6 +457,11 @@ impl Toolset {
         })
     }
 
+    /// The operator's URL policy, when given.
+    pub fn url_policy(&self) -> Option<&UrlPolicy> {
+        self.url_policy.as_ref()
+    }
+
     /// The enabled members, in the seed's order.
     pub fn members(&self) -> &[&'static str] {
         &self.members

@@ -31,6 +31,7 @@ use super::runner::{
     ContextBudget, Ending, Interrupt, OnActionError, Outcome, Resume, RunOptions, Runner,
 };
 use super::scripted::ScriptedModel;
+use super::sign_in::Credentials;
 use super::wire::{self, ToolShape};
 use crate::guest::{self, StartRequest, docker::DockerBackend};
 use crate::secret::Secret;
@@ -137,9 +138,25 @@ pub struct RunArgs {
     /// Most input bytes per request (without --store).
     #[arg(long, default_value_t = 16 * 1024 * 1024)]
     pub context_bytes: usize,
-    /// Do not offer the model the ask_user tool.
+    /// Do not offer the model the ask_user tool (the official SDK's runner
+    /// has none).
     #[arg(long)]
     pub no_ask_user: bool,
+    /// Do not offer the model the request_sign_in tool (offered with the
+    /// browser tools, and with the computer tool alone when --credentials
+    /// is given).
+    #[arg(long, conflicts_with = "credentials")]
+    pub no_sign_in: bool,
+    /// Sign-in values for the request_sign_in tool: a JSON file keyed by
+    /// exact origin (`{"https://example.com": {"email": "..", "password":
+    /// ".."}}`), mode 0600 and owned by you. Without an entry for the
+    /// origin, the terminal is asked (echo off); with neither, declined.
+    #[arg(long, value_name = "FILE")]
+    pub credentials: Option<PathBuf>,
+    /// Send the task without a screenshot of the desktop: the model asks
+    /// for one with its first action, as with the official SDK's runner.
+    #[arg(long)]
+    pub no_initial_screenshot: bool,
     /// Extra instructions for the model.
     #[arg(long)]
     pub instructions: Option<String>,
@@ -460,13 +477,22 @@ fn watch_ctrl_c(interrupt: &Interrupt) {
     });
 }
 
-fn operator(policy: Option<&PathBuf>, scripted_checks: bool) -> anyhow::Result<Approvals> {
+fn operator(
+    policy: Option<&PathBuf>,
+    scripted_checks: bool,
+    credentials: Option<&PathBuf>,
+) -> anyhow::Result<Approvals> {
     Ok(Approvals {
         policy: policy.map(|p| Policy::load(p)).transpose()?,
         terminal: Terminal::open().map(|t| std::sync::Arc::new(std::sync::Mutex::new(t))),
         scripted_checks,
+        credentials: credentials.map(|p| Credentials::open(p)).transpose()?,
     })
 }
+
+/// What the instructions add when the request_sign_in tool is offered.
+const SIGN_IN_INSTRUCTIONS: &str = " When a page needs a sign-in, call request_sign_in with the \
+page's origin and its inputs: the operator enters the values, which you never see.";
 
 /// What `host-cli run`'s options ask of the loop. Storage stays off
 /// unless `--store` asks for it: the runner never enables it on its own.
@@ -476,6 +502,7 @@ pub fn run_options(a: &RunArgs) -> anyhow::Result<RunOptions> {
         ToolChoice::ComputerUsePreview => ToolShape::ComputerUsePreview,
         _ => ToolShape::Computer,
     };
+    let sign_in = !a.no_sign_in && (browser.is_some() || a.credentials.is_some());
     Ok(RunOptions {
         task: a.task.clone().unwrap_or_default(),
         model: a.model.clone().unwrap_or_else(|| match shape {
@@ -486,11 +513,15 @@ pub fn run_options(a: &RunArgs) -> anyhow::Result<RunOptions> {
         computer: choice != ToolChoice::Browser,
         browser,
         instructions: Some(a.instructions.clone().unwrap_or_else(|| {
-            match choice {
+            let base = match choice {
                 ToolChoice::Browser => BROWSER_INSTRUCTIONS,
                 _ => DEFAULT_INSTRUCTIONS,
+            };
+            if sign_in {
+                format!("{base}{SIGN_IN_INSTRUCTIONS}")
+            } else {
+                base.into()
             }
-            .into()
         })),
         max_steps: a.max_steps,
         max_duration: Some(Duration::from_secs(a.max_seconds)),
@@ -502,6 +533,8 @@ pub fn run_options(a: &RunArgs) -> anyhow::Result<RunOptions> {
         },
         confirm_actions: a.confirm_actions,
         ask_user: !a.no_ask_user,
+        sign_in,
+        initial_screenshot: !a.no_initial_screenshot,
         context: ContextBudget {
             max_images: a.context_images.max(1),
             max_bytes: a.context_bytes,
@@ -765,7 +798,7 @@ async fn run_on(
             (r, None)
         }
     };
-    let mut op = operator(a.approve_policy.as_ref(), false)?;
+    let mut op = operator(a.approve_policy.as_ref(), false, a.credentials.as_ref())?;
     if op.terminal.is_none() && op.policy.is_none() {
         eprintln!("host-cli: no terminal and no --approve-policy: any safety check will be denied");
     }
@@ -885,6 +918,8 @@ pub fn exercise_setup(
         screenshot: ScreenshotOptions::default(),
         confirm_actions: false,
         ask_user: false,
+        sign_in: false,
+        initial_screenshot: true,
         context: ContextBudget::default(),
         // The script's actions must all work: a failure fails the exercise.
         on_action_error: OnActionError::Stop,
@@ -942,7 +977,7 @@ async fn exercise_on(
         model_api: Some(model.describe()),
         ..Started::default()
     })))?;
-    let mut op = operator(a.approve_policy.as_ref(), a.approve_scripted_checks)?;
+    let mut op = operator(a.approve_policy.as_ref(), a.approve_scripted_checks, None)?;
     if op.terminal.is_none() && op.policy.is_none() && !a.approve_scripted_checks {
         eprintln!(
             "host-cli: no terminal to approve the exercise's safety check on; pass --approve-scripted-checks"

@@ -23,4 +23,5 @@ pub mod record;
 pub mod runner;
 pub mod screen_change;
 pub mod scripted;
+pub mod sign_in;
 pub mod wire;

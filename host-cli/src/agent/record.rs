@@ -208,6 +208,25 @@ pub enum Entry {
         step: u32,
         text: String,
     },
+    /// A `request_sign_in` call: its shape (origin, field ids, labels,
+    /// types, targets, options), who answered, how it ended. Never a value.
+    SignIn {
+        step: u32,
+        call_id: String,
+        /// `None` when the arguments were refused before being read.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request: Option<Value>,
+        /// `submitted`, `declined`, `cancelled` or `refused`.
+        status: String,
+        /// `file`, `terminal`, or none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        selected_option: Option<String>,
+        /// Why it was refused, declined or cancelled (the host's words).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
+    },
     RunFinished(Box<Finished>),
     /// The egress proxy asked about an origin on this run's terminal.
     OriginQuestion {

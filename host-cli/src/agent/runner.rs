@@ -60,6 +60,7 @@ use crate::channel::{Channel, ChannelError};
 
 mod approvals;
 mod browser_calls;
+mod sign_in_calls;
 
 /// How much history is resent when the server does not store it.
 #[derive(Debug, Clone, Copy)]
@@ -103,6 +104,12 @@ pub struct RunOptions {
     pub screenshot: ScreenshotOptions,
     pub confirm_actions: bool,
     pub ask_user: bool,
+    /// Offer the `request_sign_in` tool ([`super::sign_in`]).
+    pub sign_in: bool,
+    /// Send a screenshot with the task in the first request (with the
+    /// computer tool). The official SDK's runner does not; without it the
+    /// model's first action is usually a `screenshot`.
+    pub initial_screenshot: bool,
     pub context: ContextBudget,
     /// What a failed action does to the run.
     pub on_action_error: OnActionError,
@@ -723,9 +730,10 @@ impl<'a> Runner<'a> {
                 r.next_input,
                 r.conversation,
             ),
-            None if !self.opts.computer => {
+            None if !self.opts.computer || !self.opts.initial_screenshot => {
                 // The browser alone: the model starts from the task and
-                // reads the page through its tools.
+                // reads the page through its tools. Without the initial
+                // screenshot, it asks for one (as with the SDK's runner).
                 (
                     None,
                     0,
@@ -761,12 +769,15 @@ impl<'a> Runner<'a> {
             // browser, and starts it (seconds) before the model waits.
             self.browser_ready().await?;
         }
-        let browser_tools = self
+        let mut browser_tools = self
             .opts
             .browser
             .as_ref()
             .map(Toolset::tools)
             .unwrap_or_default();
+        if self.opts.sign_in {
+            browser_tools.push(super::sign_in::tool());
+        }
         self.progress.emit(&Event::Started {
             max_steps: self.opts.max_steps,
             steps_done: step,
@@ -1134,7 +1145,14 @@ impl<'a> Runner<'a> {
                 } => {
                     let t = Instant::now();
                     self.turn_attempted.push(call_id.clone());
-                    out.push(self.function_call(step, call_id, name, arguments)?);
+                    if name == super::sign_in::TOOL && self.opts.sign_in {
+                        match self.sign_in_call(step, call_id, arguments).await? {
+                            Ok(item) => out.push(item),
+                            Err(stop) => return Ok(Err(stop)),
+                        }
+                    } else {
+                        out.push(self.function_call(step, call_id, name, arguments)?);
+                    }
                     if let Some(ending) = self.halt_reason() {
                         return Ok(Err((
                             ending,

@@ -40,6 +40,9 @@ struct FakePages {
     calls: Vec<String>,
     /// State reads report two active tabs (an invalid state).
     broken_state: bool,
+    /// What sign_in_fill typed, by field: the page's own copy of the
+    /// values (the one place a test may find them).
+    signed_in: Vec<(String, String)>,
 }
 
 /// A browser whose one page is a contact form: Name, Email (textboxes),
@@ -87,6 +90,10 @@ impl FakeBrowser {
 
     fn break_state(&self) {
         lock(&self.0).broken_state = true;
+    }
+
+    fn signed_in(&self) -> Vec<(String, String)> {
+        lock(&self.0).signed_in.clone()
     }
 }
 
@@ -138,6 +145,47 @@ impl FakePages {
             .and_then(|f| FIELDS.iter().find(|(id, _, _)| *id == f))
             .map(|(id, _, _)| *id)
             .ok_or_else(|| err(ErrorCode::StaleTarget, "the target is not on this document"))
+    }
+
+    /// The sign-in inputs of the fake's page (`g<generation>-email`, a
+    /// type=email input; `-password`, type=password; `-name`, type=text),
+    /// checked as the daemon does: the tab on the origin, each target an
+    /// input of its kind. Nothing is typed unless all pass.
+    fn sign_in_inputs<'a>(
+        &self,
+        tab: usize,
+        origin: &str,
+        fields: impl Iterator<Item = (&'a str, sandtop_protocol::sign_in::CredentialKind)>,
+    ) -> Result<Vec<&'static str>, ErrorBody> {
+        let url = &self.tabs[tab].url;
+        if !(url.starts_with(origin) && url[origin.len()..].chars().next().is_none_or(|c| c == '/'))
+        {
+            return Err(err(
+                ErrorCode::InvalidAction,
+                "the tab is not on the credential origin",
+            ));
+        }
+        let g = self.tabs[tab].generation;
+        let mut out = Vec::new();
+        for (target, kind) in fields {
+            let (input, input_type) = match target.strip_prefix(&format!("g{g}-")) {
+                Some("email") => ("email", "email"),
+                Some("password") => ("password", "password"),
+                Some("name") => ("name", "text"),
+                Some("submit") => ("submit", "button"),
+                _ => {
+                    return Err(err(
+                        ErrorCode::StaleTarget,
+                        "the target is not on this document",
+                    ));
+                }
+            };
+            if !kind.input_types().contains(&input_type) {
+                return Err(err(ErrorCode::InvalidAction, "wrong kind of field"));
+            }
+            out.push(input);
+        }
+        Ok(out)
     }
 
     fn read(&self, tab: usize) -> BrowserRead {
@@ -214,6 +262,27 @@ impl FakePages {
                 });
                 self.active = self.tabs.len() - 1;
                 self.effects.push(format!("new_tab {id}"));
+                BrowserOutcome::Done
+            }
+            BrowserCall::SignInCheck { origin, fields, .. } => {
+                self.sign_in_inputs(
+                    tab,
+                    origin,
+                    fields.iter().map(|f| (f.target.as_str(), f.kind)),
+                )?;
+                BrowserOutcome::Done
+            }
+            BrowserCall::SignInFill { origin, fields, .. } => {
+                let inputs = self.sign_in_inputs(
+                    tab,
+                    origin,
+                    fields.iter().map(|f| (f.target.as_str(), f.kind)),
+                )?;
+                for (input, f) in inputs.into_iter().zip(fields) {
+                    self.effects.push(format!("sign_in {input}"));
+                    self.signed_in
+                        .push((input.to_string(), f.value.expose().to_string()));
+                }
                 BrowserOutcome::Done
             }
             other => {
@@ -1001,3 +1070,5 @@ async fn b11_opt_in_members_are_offered_only_when_added_and_confirmed_like_any_a
     assert_eq!(run.ledger("c3"), ["pending", "done"]);
     rig.assert_mock_clean();
 }
+
+mod sign_in;

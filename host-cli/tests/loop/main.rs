@@ -562,6 +562,8 @@ impl Rig {
             screenshot: ScreenshotOptions::default(),
             confirm_actions: false,
             ask_user: true,
+            sign_in: false,
+            initial_screenshot: true,
             context: ContextBudget::default(),
             on_action_error: OnActionError::Stop,
         }
@@ -3103,6 +3105,47 @@ async fn ask_user_questions_reach_the_operator_and_answers_go_back_by_call_id() 
     );
     let _ = call_output(&reqs[3], "call_c");
     assert_eq!(rig.probe().input_events(), clicked(10, 20));
+    rig.assert_mock_clean();
+}
+
+/// Issue 17: both additions over the official SDK's runner turn off — the
+/// `ask_user` tool (`--no-ask-user`) and the screenshot sent with the task
+/// (`--no-initial-screenshot`): the first request is then the task alone,
+/// and the model's first `screenshot` action is what captures the screen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_initial_screenshot_and_ask_user_turn_off_as_in_the_sdk_runner() {
+    let rig = Rig::new().await;
+    rig.mock.push_all([
+        Reply::output(vec![computer_call("call_1", vec![screenshot()])]),
+        Reply::done("done"),
+    ]);
+    let mut opts = rig.opts();
+    opts.initial_screenshot = false;
+    opts.ask_user = false;
+    let mut op = Approvals::default();
+    let run = rig.run(opts, &mut op).await;
+    run.assert_ending(Ending::Finished);
+    let reqs = rig.mock.requests();
+    assert_eq!(reqs.len(), 2);
+    let first = reqs[0].body["input"].as_array().unwrap();
+    assert_eq!(first.len(), 1, "the task alone: {first:?}");
+    assert_eq!(user_text(&first[0]), Some(rig.opts().task.as_str()));
+    assert!(
+        image_urls(&reqs[0].body).is_empty(),
+        "no screenshot before the model asks for one"
+    );
+    for r in &reqs {
+        let names: Vec<&Value> = r.body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| &t["type"])
+            .collect();
+        assert_eq!(names, [&json!("computer")], "request {}", r.n);
+    }
+    // The screenshot the model asked for goes back as usual.
+    let out = call_output(&reqs[1], "call_1");
+    assert_eq!(real_screenshots(std::slice::from_ref(&out), SCREEN), 1);
     rig.assert_mock_clean();
 }
 

@@ -319,3 +319,155 @@ fn targets_are_marked_where_the_actions_point() {
     assert_eq!(px(30, 20), &[230, 20, 20]);
     assert_eq!(px(5, 5), &[0, 0, 0]);
 }
+
+/// A pseudo-terminal whose far end answers prompts: each `(prompt, line)`
+/// is typed once the prompt has been shown. Returns the terminal and a
+/// handle that yields everything the terminal showed (echo included).
+fn pty(script: Vec<(&'static str, &'static str)>) -> (Terminal, std::thread::JoinHandle<String>) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    use std::io::Read as _;
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let name = ptsname(&master, Vec::new()).unwrap();
+    let path = PathBuf::from(name.to_str().unwrap());
+    let t = Terminal::open_path(&path).expect("the pty's far end opens");
+    let mut m = std::fs::File::from(master);
+    let handle = std::thread::spawn(move || {
+        let mut seen = String::new();
+        let mut next = 0;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut buf = [0u8; 4096];
+        let mut w = m.try_clone().unwrap();
+        // Non-blocking reads with a short poll, so the loop can end.
+        rustix::fs::fcntl_setfl(&m, rustix::fs::OFlags::NONBLOCK).unwrap();
+        while std::time::Instant::now() < deadline {
+            match m.read(&mut buf) {
+                Ok(n) if n > 0 => seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+                _ => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+            if let Some((prompt, line)) = script.get(next) {
+                if seen.contains(prompt) {
+                    // Each prompt is answered once, after it appeared.
+                    seen = seen.replacen(prompt, &format!("<{next}>"), 1);
+                    w.write_all(line.as_bytes()).unwrap();
+                    w.write_all(b"\n").unwrap();
+                    next += 1;
+                }
+            } else if seen.contains("<end>") {
+                break;
+            }
+        }
+        seen
+    });
+    (t, handle)
+}
+
+#[test]
+fn a_secret_is_read_with_echo_off_and_echo_comes_back() {
+    let (mut t, far) = pty(vec![
+        ("Secret: ", "canary-s3cret"),
+        ("Plain: ", "visible-line"),
+    ]);
+    let s = t.read_secret("Secret: ").expect("a secret");
+    assert_eq!(s.expose(), "canary-s3cret");
+    // Echo is back for the next, ordinary question.
+    assert_eq!(t.prompt("Plain: ").as_deref(), Some("visible-line"));
+    t.say("<end>");
+    let shown = far.join().unwrap();
+    assert!(
+        !shown.contains("canary"),
+        "the secret was echoed: {shown:?}"
+    );
+    assert!(
+        shown.contains("visible-line"),
+        "echo did not come back: {shown:?}"
+    );
+}
+
+#[test]
+fn a_terminal_that_cannot_hide_input_is_never_asked_for_a_secret() {
+    let (tx, rx) = mpsc::channel();
+    tx.send("canary".to_string()).unwrap();
+    let mut t = Terminal::from_parts(rx, Box::new(std::io::sink()));
+    assert!(t.read_secret("Password: ").is_none());
+}
+
+#[test]
+fn sign_in_on_the_terminal_reads_each_value_with_echo_off() {
+    let req = crate::agent::sign_in::parse_request(
+        &serde_json::json!({
+            "credential_origin": "http://127.0.0.1:8080",
+            "reason": "Sign in\u{202e} to see the account",
+            "fields": [
+                {"id": "email", "label": "Email", "type": "email", "required": true, "target": "d1.1"},
+                {"id": "password", "label": "Password", "type": "password", "required": true, "target": "d1.2"},
+            ],
+            "options": null,
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let (t, far) = pty(vec![
+        ("anything else declines: ", "yes"),
+        ("Email (email, required, not shown", "ada@canary.example"),
+        ("Password (password, required, not shown", "canary-pw"),
+    ]);
+    let mut a = Approvals {
+        terminal: Some(std::sync::Arc::new(std::sync::Mutex::new(t))),
+        ..Approvals::default()
+    };
+    let answer = a.sign_in(&SignInPrompt {
+        call_id: "call_1",
+        request: &req,
+        screenshot: None,
+    });
+    lock(a.terminal.as_ref().unwrap()).say("<end>");
+    let shown = far.join().unwrap();
+    match answer {
+        SignInAnswer::Submit {
+            option,
+            values,
+            source,
+        } => {
+            assert_eq!((option, source), (None, "terminal"));
+            let got: Vec<(&str, &str)> = values
+                .iter()
+                .map(|(i, v)| (i.as_str(), v.expose()))
+                .collect();
+            assert_eq!(
+                got,
+                [("email", "ada@canary.example"), ("password", "canary-pw")]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        shown.contains("Credentials go to: http://127.0.0.1:8080"),
+        "{shown}"
+    );
+    assert!(!shown.contains("canary"), "a value was shown: {shown:?}");
+    // The model's reason is made inert (no bidi override reaches the tty).
+    assert!(!shown.contains('\u{202e}'), "{shown:?}");
+    // Declining: anything but `yes`.
+    let (t, far) = pty(vec![("anything else declines: ", "no")]);
+    let mut a = Approvals {
+        terminal: Some(std::sync::Arc::new(std::sync::Mutex::new(t))),
+        ..Approvals::default()
+    };
+    let answer = a.sign_in(&SignInPrompt {
+        call_id: "call_2",
+        request: &req,
+        screenshot: None,
+    });
+    lock(a.terminal.as_ref().unwrap()).say("<end>");
+    far.join().unwrap();
+    assert!(matches!(answer, SignInAnswer::Decline { .. }), "{answer:?}");
+    // No terminal, no file: declined.
+    let answer = Approvals::default().sign_in(&SignInPrompt {
+        call_id: "call_3",
+        request: &req,
+        screenshot: None,
+    });
+    assert!(matches!(answer, SignInAnswer::Decline { .. }));
+}
