@@ -144,9 +144,49 @@ fn the_browser_exercise_fills_the_form_through_refs_and_refuses_outside_and_stal
         return;
     }
     let state = tempfile::tempdir().unwrap();
+    // Sign-in (rule 47): the operator's credentials file, with canary
+    // values searched for afterwards in everything host-cli wrote.
+    let secrets = tempfile::tempdir().unwrap();
+    let password = format!("canary-pw-{}", std::process::id());
+    let code = "905217";
+    let credentials = secrets.path().join("credentials.json");
+    std::fs::write(
+        &credentials,
+        serde_json::json!({"http://127.0.0.1:8080": {
+            "email": "canary.signin@example.test", "password": password, "code": code,
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        // Mode 0644 is refused before a guest boots.
+        std::fs::set_permissions(&credentials, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let out = host_cli(state.path())
+            .args([
+                "exercise",
+                "--browser",
+                "--approve-scripted-checks",
+                "--credentials",
+            ])
+            .arg(&credentials)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(stderr.contains("chmod 600"), "{stderr}");
+        assert!(containers_of(state.path()).is_empty());
+        std::fs::set_permissions(&credentials, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     let t = Instant::now();
     let out = host_cli(state.path())
-        .args(["exercise", "--browser", "--approve-scripted-checks"])
+        .args([
+            "exercise",
+            "--browser",
+            "--approve-scripted-checks",
+            "--credentials",
+        ])
+        .arg(&credentials)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -165,6 +205,30 @@ fn the_browser_exercise_fills_the_form_through_refs_and_refuses_outside_and_stal
         stdout.contains("ok   the run refused the outside navigation before any question"),
         "{stdout}"
     );
+    // The exercise's own checks: the demo app's record, and its search of
+    // the run folder, the session folder (egress journal) and the
+    // container's log.
+    assert!(
+        stdout.contains("ok   the demo app's record shows the sign-in reached the protected page"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("ok   the password and the code are in none of"),
+        "{stdout}"
+    );
+    // And here: host-cli's stdout and stderr, and every file it left.
+    for canary in [password.as_str(), code] {
+        assert!(!stdout.contains(canary), "{canary} on stdout");
+        assert!(!stderr.contains(canary), "{canary} on stderr");
+        for f in walk_files(state.path()) {
+            let bytes = std::fs::read(&f).unwrap_or_default();
+            assert!(
+                !bytes.windows(canary.len()).any(|w| w == canary.as_bytes()),
+                "{canary} in {}",
+                f.display()
+            );
+        }
+    }
     let run = std::fs::read_dir(state.path().join("runs"))
         .unwrap()
         .next()
@@ -192,8 +256,21 @@ fn the_browser_exercise_fills_the_form_through_refs_and_refuses_outside_and_stal
         .iter()
         .filter(|e| matches!(e, Entry::BrowserApproval { .. }))
         .count();
-    // navigate, reload, the stale type, three types and the click.
-    assert_eq!(approvals, 7, "{stdout}");
+    // navigate, reload, the stale type, three types and the click; then
+    // the login page, Sign in and Verify (sign-in requests are answered
+    // from the credentials file, not approved as browser calls).
+    assert_eq!(approvals, 10, "{stdout}");
+    let sign_ins: Vec<(&str, Option<&str>)> = entries
+        .iter()
+        .filter_map(|e| match e {
+            Entry::SignIn { status, source, .. } => Some((status.as_str(), source.as_deref())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        sign_ins,
+        [("submitted", Some("file")), ("submitted", Some("file"))]
+    );
     // No desktop screenshot went to the model.
     assert!(
         !entries
@@ -332,4 +409,21 @@ fn a_second_run_on_a_session_is_refused() {
         .unwrap();
     assert!(out.status.success());
     assert!(containers_of(state.path()).is_empty());
+}
+
+/// Every regular file under `dir` (links not followed).
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let Ok(t) = e.file_type() else { continue };
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out
 }

@@ -268,9 +268,16 @@ pub struct ExerciseArgs {
     pub approve_policy: Option<PathBuf>,
     /// The browser exercise: the demo form filled and submitted through
     /// the browser tools (read_page refs, type, click), with the URL
-    /// policy limited to the demo app's origin.
+    /// policy limited to the demo app's origin, then a sign-in to the demo
+    /// app's account page through request_sign_in.
     #[arg(long)]
     pub browser: bool,
+    /// With --browser: the sign-in's values, from this credentials file's
+    /// entry for http://127.0.0.1:8080 (`email`, `password`, `code`; mode
+    /// 0600); the exercise provisions that account in the guest. Without
+    /// it, a random account and a private temporary file are used.
+    #[arg(long, value_name = "FILE", requires = "browser")]
+    pub credentials: Option<PathBuf>,
 }
 
 const DEFAULT_INSTRUCTIONS: &str = "You operate a Linux desktop (Openbox, Firefox ESR, Mousepad, \
@@ -548,8 +555,12 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let key = std::env::var("OPENAI_API_KEY")
         .ok()
         .filter(|k| !k.trim().is_empty());
-    // Every inconsistency of the options is reported before a guest boots.
+    // Every inconsistency of the options is reported before a guest boots,
+    // and so is a credentials file others could read.
     let (choice, _) = tool_choice(&a)?;
+    if let Some(p) = &a.credentials {
+        Credentials::open(p)?;
+    }
     let Some(key) = key else {
         if a.resume.is_some() {
             bail!("--resume needs OPENAI_API_KEY (the offline exercise is not resumable)");
@@ -557,13 +568,20 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!(
             "host-cli: OPENAI_API_KEY is not set: running the offline exercise (scripted model, real guest)"
         );
+        let browser = matches!(choice, ToolChoice::Browser | ToolChoice::Both);
+        if a.credentials.is_some() && !browser {
+            bail!(
+                "--credentials: the offline exercise signs in only with --browser (the browser exercise)"
+            );
+        }
         return exercise(ExerciseArgs {
             session: a.session,
             keep: a.keep,
             approve_scripted_checks: a.approve_scripted_checks,
             record: a.record,
             approve_policy: a.approve_policy,
-            browser: matches!(choice, ToolChoice::Browser | ToolChoice::Both),
+            browser,
+            credentials: a.credentials,
         })
         .await;
     };
@@ -882,7 +900,7 @@ pub fn exercise_setup(
     form_only: bool,
 ) -> anyhow::Result<(ScriptedModel, RunOptions)> {
     let model = if browser {
-        ScriptedModel::new(Box::new(exercise::browser::BrowserScript::default()))
+        ScriptedModel::new(Box::new(exercise::browser::BrowserScript::new(!form_only)))
     } else {
         ScriptedModel::new(Box::new(ExerciseScript::new(form_only)))
     };
@@ -918,7 +936,8 @@ pub fn exercise_setup(
         screenshot: ScreenshotOptions::default(),
         confirm_actions: false,
         ask_user: false,
-        sign_in: false,
+        // The browser exercise signs in to the demo app (not the bench).
+        sign_in: browser && !form_only,
         initial_screenshot: true,
         context: ContextBudget::default(),
         // The script's actions must all work: a failure fails the exercise.
@@ -929,6 +948,10 @@ pub fn exercise_setup(
 
 /// `host-cli exercise`.
 pub async fn exercise(a: ExerciseArgs) -> anyhow::Result<ExitCode> {
+    // A credentials file others could read is refused before a guest boots.
+    if let Some(p) = &a.credentials {
+        exercise::sign_in::Account::from_credentials(&Credentials::open(p)?)?;
+    }
     let store = Store::open()?;
     let t0 = std::time::Instant::now();
     let (dir, rec, booted) = session_for(
@@ -977,7 +1000,57 @@ async fn exercise_on(
         model_api: Some(model.describe()),
         ..Started::default()
     })))?;
-    let mut op = operator(a.approve_policy.as_ref(), a.approve_scripted_checks, None)?;
+    // The sign-in's account: provisioned in the guest (through exec's
+    // standard input), and the credentials file the operator answers from.
+    let docker = DockerBackend::connect().await?;
+    let container = rec
+        .docker
+        .as_ref()
+        .map(|d| d.container_id.clone())
+        .context("the session has no container")?;
+    let (account, temp_credentials) = if a.browser {
+        let (account, temp) = match &a.credentials {
+            Some(p) => (
+                exercise::sign_in::Account::from_credentials(&Credentials::open(p)?)?,
+                None,
+            ),
+            None => {
+                let account = exercise::sign_in::Account::generate()?;
+                let temp = exercise::sign_in::TempCredentials::write(&account)?;
+                (account, Some(temp))
+            }
+        };
+        let r = docker
+            .exec(
+                &container,
+                &[
+                    "dd",
+                    &format!("of={}", exercise::sign_in::ACCOUNTS_PATH),
+                    "status=none",
+                ],
+                Some(&account.accounts_json()),
+                Duration::from_secs(10),
+            )
+            .await?;
+        if r.exit_code != 0 {
+            bail!(
+                "provisioning the demo account in the guest failed (exit {})",
+                r.exit_code
+            );
+        }
+        (Some(account), temp)
+    } else {
+        (None, None)
+    };
+    let credentials_path = a
+        .credentials
+        .clone()
+        .or_else(|| temp_credentials.as_ref().map(|t| t.path.clone()));
+    let mut op = operator(
+        a.approve_policy.as_ref(),
+        a.approve_scripted_checks,
+        credentials_path.as_ref(),
+    )?;
     if op.terminal.is_none() && op.policy.is_none() && !a.approve_scripted_checks {
         eprintln!(
             "host-cli: no terminal to approve the exercise's safety check on; pass --approve-scripted-checks"
@@ -1002,13 +1075,8 @@ async fn exercise_on(
         // Ctrl-C, 4 for a budget, as `host-cli run` with a model.
         return Ok(exit_for(outcome.ending));
     }
+    drop(temp_credentials);
     // Check the real records inside the guest.
-    let docker = DockerBackend::connect().await?;
-    let container = rec
-        .docker
-        .as_ref()
-        .map(|d| d.container_id.clone())
-        .context("the session has no container")?;
     let read = |path: &'static str| {
         let docker = &docker;
         let container = container.clone();
@@ -1020,10 +1088,23 @@ async fn exercise_on(
         }
     };
     let store_bytes = read(exercise::STORE_PATH).await?.unwrap_or_default();
-    let checks = if a.browser {
+    let checks = if let Some(account) = &account {
+        let sign_ins = read(exercise::sign_in::SIGN_INS_PATH)
+            .await?
+            .unwrap_or_default();
+        // Where a value could have leaked to: every file of the run and
+        // session folders (the egress journal among them), the guest's log.
+        let mut places = exercise::sign_in::files_under(&run);
+        places.extend(exercise::sign_in::files_under(&dir.path));
+        places.push((
+            "the container's log".into(),
+            docker.all_logs(&container).await?.into_bytes(),
+        ));
         vec![
             exercise::check_submission(&store_bytes),
             exercise::browser::check_refusals(&record::read_trajectory(&run)?),
+            exercise::sign_in::check_signed_in(&sign_ins, account.email.expose()),
+            exercise::sign_in::check_absent(&account.secrets(), &places),
         ]
     } else {
         let note = read(exercise::NOTE_PATH).await?;

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use super::scripted::{Script, computer_call, message};
 
 pub mod browser;
+pub mod sign_in;
 
 /// What the exercise types into the form.
 pub const FORM_NAME: &str = "Zoë Ångström-Łukasz 山田太郎";

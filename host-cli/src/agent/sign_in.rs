@@ -541,6 +541,12 @@ impl Credentials {
         Ok(out)
     }
 
+    /// The values of the entry for `origin` (by the key the file uses),
+    /// if there is one.
+    pub fn entry(&self, origin: &Origin) -> anyhow::Result<Option<BTreeMap<String, Secret>>> {
+        Ok(self.load()?.remove(&origin.to_string()).map(|e| e.values))
+    }
+
     /// The answer the file gives to `req`, if it has an entry for its
     /// origin: the option it names, or else the first option whose fields
     /// it all has; the values by field id, else by field type.

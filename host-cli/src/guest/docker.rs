@@ -700,6 +700,12 @@ impl DockerBackend {
         }
     }
 
+    /// The container's whole log (up to 4 MiB), as `logs` reads it but
+    /// without the tail limit: the exercise searches it for secrets.
+    pub async fn all_logs(&self, id: &str) -> anyhow::Result<String> {
+        self.logs_text(id, "all").await
+    }
+
     async fn logs_text(&self, id: &str, tail: &str) -> anyhow::Result<String> {
         let options = LogsOptionsBuilder::new()
             .stdout(true)

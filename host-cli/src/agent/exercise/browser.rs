@@ -10,11 +10,18 @@
 //! 4. reads the page again, types the name, email and message into their
 //!    fields by ref and clicks Submit (one response, four calls, each
 //!    approved on its own);
-//! 5. waits for the demo app's answer, then says it is done.
+//! 5. waits for the demo app's answer;
+//! 6. with sign-in (not in the benchmark): opens the demo app's login page,
+//!    reads it and calls `request_sign_in` for its email and password
+//!    inputs (the operator's `--credentials` answers; the values never come
+//!    back), clicks Sign in, then does the same for the one-time code and
+//!    clicks Verify, and waits for the account page;
+//! 7. says it is done.
 //!
-//! The exercise then checks the demo app's own record (the submission is
-//! exactly what was typed: the stale ref typed nothing) and the run's
-//! record (the refused navigation was never put to the operator).
+//! The exercise then checks the demo app's own records (the submission is
+//! exactly what was typed: the stale ref typed nothing; the sign-in reached
+//! the protected page) and the run's record (the refused navigation was
+//! never put to the operator).
 
 use serde_json::{Value, json};
 
@@ -32,6 +39,11 @@ pub const OUTSIDE_URL: &str = "http://127.0.0.1.example.test:8080/";
 /// The call ids the exercise's checks look for.
 pub const OUTSIDE_CALL: &str = "call_browser_outside";
 pub const STALE_CALL: &str = "call_browser_stale";
+/// The demo app's login page.
+pub const LOGIN_URL: &str = "http://127.0.0.1:8080/login";
+/// The two sign-in requests of the exercise.
+pub const SIGN_IN_PASSWORD_CALL: &str = "call_sign_in_password";
+pub const SIGN_IN_CODE_CALL: &str = "call_sign_in_code";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
@@ -43,6 +55,15 @@ enum Stage {
     ReadAgain,
     Fill,
     Wait,
+    Login,
+    LoginRead,
+    SignInPassword,
+    ClickSignIn,
+    CodeWait,
+    CodeRead,
+    SignInCode,
+    ClickVerify,
+    AccountWait,
     Done,
     Over,
 }
@@ -56,16 +77,63 @@ pub struct BrowserScript {
     last: Vec<String>,
     /// The Name field's ref before the reload.
     old_name: Option<String>,
+    /// Sign in to the demo app after the form.
+    sign_in: bool,
+    /// The button that submits the sign-in step being filled.
+    button: Option<String>,
 }
 
-impl Default for BrowserScript {
-    fn default() -> BrowserScript {
+impl BrowserScript {
+    /// The script; `sign_in` adds the sign-in stages.
+    pub fn new(sign_in: bool) -> BrowserScript {
         BrowserScript {
             stage: Stage::Outside,
             n: 0,
             last: Vec::new(),
             old_name: None,
+            sign_in,
+            button: None,
         }
+    }
+}
+
+/// A `request_sign_in` call item of the model.
+fn sign_in_call(call_id: &str, fields: Value) -> Value {
+    json!({
+        "type": "function_call",
+        "id": format!("fc_{call_id}"),
+        "call_id": call_id,
+        "name": crate::agent::sign_in::TOOL,
+        "arguments": json!({
+            "credential_origin": FORM_ORIGIN,
+            "reason": "The demo app's account page needs a sign-in.",
+            "fields": fields,
+            "options": null,
+        }).to_string(),
+        "status": "completed",
+    })
+}
+
+/// Whether the request answers the sign-in call `call_id` with
+/// `{"status": "submitted"}` (and nothing else).
+fn sign_in_submitted(request: &Value, call_id: &str) -> Result<(), String> {
+    let item = request["input"]
+        .as_array()
+        .and_then(|input| {
+            input
+                .iter()
+                .rev()
+                .find(|i| i["type"] == "function_call_output" && i["call_id"] == call_id)
+        })
+        .ok_or_else(|| format!("no answer to {call_id}"))?;
+    let out: Value = item["output"]
+        .as_str()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .ok_or_else(|| format!("{call_id}: the output is not JSON text"))?;
+    if out == json!({"status": "submitted"}) {
+        Ok(())
+    } else {
+        Err(format!("{call_id} was answered {out}, not submitted"))
     }
 }
 
@@ -227,10 +295,98 @@ impl Script for BrowserScript {
             }
             Stage::Wait => {
                 all_ok(request, &before)?;
-                self.stage = Stage::Done;
+                self.stage = if self.sign_in {
+                    Stage::Login
+                } else {
+                    Stage::Done
+                };
                 vec![self.call(
                     "wait_for",
                     json!({"text": "Saved submission", "timeout_ms": 10000, "tab_id": null}),
+                )]
+            }
+            Stage::Login => {
+                all_ok(request, &before)?;
+                self.stage = Stage::LoginRead;
+                vec![self.call("navigate", json!({"url": LOGIN_URL, "tab_id": null}))]
+            }
+            Stage::LoginRead => {
+                all_ok(request, &before)?;
+                self.stage = Stage::SignInPassword;
+                vec![self.call(
+                    "read_page",
+                    json!({"tab_id": null, "filter": "interactive"}),
+                )]
+            }
+            Stage::SignInPassword => {
+                let read = read_result(request, &before)?;
+                let field = |label: &str| {
+                    ref_of(&read, label)
+                        .ok_or_else(|| format!("no {label} on the login page: {read}"))
+                };
+                let (email, password) = (field("Email")?, field("Password")?);
+                self.button = Some(field("Sign in")?);
+                self.stage = Stage::ClickSignIn;
+                self.last.push(SIGN_IN_PASSWORD_CALL.into());
+                vec![sign_in_call(
+                    SIGN_IN_PASSWORD_CALL,
+                    json!([
+                        {"id": "email", "label": "Email", "type": "email", "required": true, "target": email},
+                        {"id": "password", "label": "Password", "type": "password", "required": true, "target": password},
+                    ]),
+                )]
+            }
+            Stage::ClickSignIn => {
+                sign_in_submitted(request, SIGN_IN_PASSWORD_CALL)?;
+                self.stage = Stage::CodeWait;
+                let button = self.button.take();
+                vec![self.call("click", json!({"target": button, "tab_id": null}))]
+            }
+            Stage::CodeWait => {
+                all_ok(request, &before)?;
+                self.stage = Stage::CodeRead;
+                vec![self.call(
+                    "wait_for",
+                    json!({"text": "Verification code", "timeout_ms": 10000, "tab_id": null}),
+                )]
+            }
+            Stage::CodeRead => {
+                all_ok(request, &before)?;
+                self.stage = Stage::SignInCode;
+                vec![self.call(
+                    "read_page",
+                    json!({"tab_id": null, "filter": "interactive"}),
+                )]
+            }
+            Stage::SignInCode => {
+                let read = read_result(request, &before)?;
+                let code = ref_of(&read, "Code")
+                    .ok_or_else(|| format!("no Code field on the code page: {read}"))?;
+                self.button = Some(
+                    ref_of(&read, "Verify")
+                        .ok_or_else(|| format!("no Verify button on the code page: {read}"))?,
+                );
+                self.stage = Stage::ClickVerify;
+                self.last.push(SIGN_IN_CODE_CALL.into());
+                vec![sign_in_call(
+                    SIGN_IN_CODE_CALL,
+                    json!([
+                        {"id": "code", "label": "Code", "type": "code", "required": true, "target": code},
+                    ]),
+                )]
+            }
+            Stage::ClickVerify => {
+                sign_in_submitted(request, SIGN_IN_CODE_CALL)?;
+                self.stage = Stage::AccountWait;
+                let button = self.button.take();
+                vec![self.call("click", json!({"target": button, "tab_id": null}))]
+            }
+            Stage::AccountWait => {
+                all_ok(request, &before)?;
+                self.stage = Stage::Done;
+                vec![self.call(
+                    "wait_for",
+                    json!({"text": "Signed in as", "timeout_ms": 10000, "tab_id": null}),
                 )]
             }
             Stage::Done => {
@@ -239,7 +395,11 @@ impl Script for BrowserScript {
                 self.n += 1;
                 vec![message(
                     self.n,
-                    "The form is submitted: the demo app saved it.",
+                    if self.sign_in {
+                        "The form is submitted, and the account page is open after the sign-in."
+                    } else {
+                        "The form is submitted: the demo app saved it."
+                    },
                 )]
             }
             Stage::Over => return Ok(None),
