@@ -60,6 +60,8 @@ struct SignInOp {
     answers: VecDeque<Answer>,
     asked: usize,
     during: Option<During>,
+    /// The screenshot shown with each question (the desktop path).
+    shown: Vec<Option<PathBuf>>,
 }
 
 impl Operator for SignInOp {
@@ -72,8 +74,9 @@ impl Operator for SignInOp {
     fn confirm_browser(&mut self, _req: &BrowserRequest<'_>) -> Decision {
         Decision::Approve
     }
-    fn sign_in(&mut self, _req: &SignInPrompt<'_>) -> Answer {
+    fn sign_in(&mut self, req: &SignInPrompt<'_>) -> Answer {
         self.asked += 1;
+        self.shown.push(req.screenshot.map(Path::to_path_buf));
         if let Some(f) = self.during.as_mut() {
             f(&self.browser);
         }
@@ -185,6 +188,7 @@ async fn s2_a_request_is_refused_before_anyone_is_asked_and_says_why() {
             answers: [submit()].into(),
             asked: 0,
             during: None,
+            shown: Vec::new(),
         };
         let run = rig.run(sign_in_opts(&rig), &mut op).await;
         run.assert_ending(Ending::Finished);
@@ -208,6 +212,7 @@ async fn s2_a_request_is_refused_before_anyone_is_asked_and_says_why() {
         answers: [submit()].into(),
         asked: 0,
         during: None,
+        shown: Vec::new(),
     };
     let opts = RunOptions {
         browser: Some(
@@ -283,6 +288,7 @@ async fn s4_a_page_that_changes_while_the_operator_answers_cancels_with_nothing_
         answers: [submit()].into(),
         asked: 0,
         during: Some(Box::new(FakeBrowser::navigate_itself)),
+        shown: Vec::new(),
     };
     let run = rig.run(sign_in_opts(&rig), &mut op).await;
     run.assert_ending(Ending::Finished);
@@ -334,6 +340,7 @@ async fn s5_a_password_goes_only_into_a_password_input_and_an_answer_is_checked(
         .into(),
         asked: 0,
         during: None,
+        shown: Vec::new(),
     };
     let run = rig.run(sign_in_opts(&rig), &mut op).await;
     run.assert_ending(Ending::Finished);
@@ -366,6 +373,7 @@ async fn s6_without_sign_in_the_tool_is_not_offered_and_a_call_is_unknown() {
         answers: [submit()].into(),
         asked: 0,
         during: None,
+        shown: Vec::new(),
     };
     let run = rig.run(browser_opts(&rig), &mut op).await;
     run.assert_ending(Ending::Finished);
@@ -385,5 +393,81 @@ async fn s6_without_sign_in_the_tool_is_not_offered_and_a_call_is_unknown() {
     );
     assert_eq!(op.asked, 0);
     assert!(fake.signed_in().is_empty());
+    rig.assert_mock_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s7_with_the_computer_tool_alone_the_value_is_typed_into_the_focused_field_unseen() {
+    let fake = FakeBrowser::new(&format!("{ORIGIN}/login"));
+    let rig = browser_rig(&fake).await;
+    let one_field = |call_id: &str| {
+        function_call(
+            call_id,
+            "request_sign_in",
+            &json!({
+                "credential_origin": ORIGIN,
+                "reason": null,
+                "fields": [{"id": "password", "label": "Password", "type": "password", "required": true, "target": null}],
+                "options": null,
+            }),
+        )
+    };
+    rig.mock.push_all([
+        Reply::output(vec![one_field("s8")]),
+        // Targets need the browser tools: refused in a computer-only run.
+        Reply::output(vec![sign_in_call("s9", json!(ORIGIN), 1)]),
+        Reply::done("ok"),
+    ]);
+    let mut op = SignInOp {
+        browser: fake.clone(),
+        answers: [Answer::Submit {
+            option: None,
+            values: vec![("password".into(), Secret::new(CANARY_PW.into()))],
+            source: "terminal",
+        }]
+        .into(),
+        asked: 0,
+        during: None,
+        shown: Vec::new(),
+    };
+    let opts = RunOptions {
+        sign_in: true,
+        ..rig.opts()
+    };
+    let captures_before = rig.probe().captures();
+    let run = rig.run(opts, &mut op).await;
+    run.assert_ending(Ending::Finished);
+    let reqs = rig.mock.requests();
+    assert_eq!(result_of(&reqs[1], "s8"), json!({"status": "submitted"}));
+    assert!(
+        result_of(&reqs[2], "s9")["error"]
+            .as_str()
+            .unwrap()
+            .contains("no browser tools"),
+        "{}",
+        result_of(&reqs[2], "s9")
+    );
+    // The operator was shown the screenshot whose focused field gets it.
+    assert_eq!(op.shown.len(), 1);
+    let shot = op.shown[0]
+        .as_ref()
+        .expect("a screenshot with the question");
+    assert!(shot.starts_with(&run.dir), "{}", shot.display());
+    // Typed as characters, with no screenshot taken around it: the one
+    // capture of the run is the first screenshot.
+    let typed: String = rig
+        .probe()
+        .input_events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Char(c) => Some(*c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(typed, CANARY_PW);
+    assert_eq!(rig.probe().captures() - captures_before, 1);
+    assert!(fake.signed_in().is_empty());
+    assert_eq!(rig.mock.occurrences(CANARY_PW), Vec::<String>::new());
+    assert!(!rig.trajectory_text().contains(CANARY_PW));
     rig.assert_mock_clean();
 }
