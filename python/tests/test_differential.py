@@ -283,7 +283,7 @@ def test_browser_calls_host_cli_and_the_sdk_runner_send_the_same_requests(guest:
         json.dump({"approve_browser_members": ["navigate", "click"]}, f)
     p = subprocess.run(
         [
-            host_cli, "run", "--session", session.name, "--no-ask-user", "--browser",
+            host_cli, "run", "--session", session.name, "--no-ask-user", "--no-sign-in", "--browser",
             "--url-policy", FORM_ORIGIN, "--approve-policy", policy,
             "--max-steps", str(BROWSER["max_steps"]), "--record", os.path.join(work, "run"), TASK,
         ],
