@@ -181,12 +181,16 @@ def test_the_sdk_runner_with_the_sandtop_computer_completes_the_exercise_checked
 
         runner = ResponsesToolRunner(computer=ComputerToolset(computer))
         client = OpenAI(api_key=key, base_url=mock.base_url, max_retries=0)
-        response = runner.run(
-            client,
-            {"model": "gpt-5.5", "input": "Submit the demo form, then save a note in the editor.", "store": False},
-            max_steps=80,
-            approve_safety_checks=approve,
-        )
+        try:
+            response = runner.run(
+                client,
+                {"model": "gpt-5.5", "input": "Submit the demo form, then save a note in the editor.", "store": False},
+                max_steps=80,
+                approve_safety_checks=approve,
+            )
+        except Exception as e:
+            # The scripted model's own account of where it stopped.
+            raise AssertionError(f"the run stopped at stage {model.stage!r}: {model.error}") from e
         assert model.error is None, model.error
         assert response.output_text == "I submitted the contact form and saved the note in the text editor."
         assert approved == [["sc_exercise_form"]]
