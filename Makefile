@@ -55,6 +55,11 @@ sdk-test:
 	SANDTOP_HOST_CLI="$(SDK_TARGET)/debug/host-cli" SANDTOP_MOCK_RESPONSES="$(SDK_TARGET)/debug/mock-responses" \
 		"$(SDK_VENV)/bin/python" -m pytest -rs python/tests
 
+## soak: 10,000 steps of the real loop on one guest (host-cli/tests/soak.rs; make test runs 300): open files and memory stay flat, figures on stderr
+.PHONY: soak
+soak:
+	SANDTOP_SOAK_STEPS=10000 $(CARGO) test --locked -p host-cli --test soak -- --nocapture
+
 ## guest-image: build the guest's binaries and the image (guest-image/build.sh, offline, skipped when up to date)
 .PHONY: guest-image
 guest-image:

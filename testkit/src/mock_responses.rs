@@ -478,6 +478,23 @@ struct Script {
     requests: Vec<Recorded>,
     /// Stored responses (store != false), by id: their output items.
     stored: HashMap<String, Vec<Value>>,
+    /// Requests received so far (numbering survives `retain`).
+    received: usize,
+    /// Keep only the newest this many requests (a soak would otherwise
+    /// keep every screenshot it was sent).
+    retain: Option<usize>,
+}
+
+impl Script {
+    fn record(&mut self, rec: Recorded) {
+        self.requests.push(rec);
+        if let Some(n) = self.retain
+            && self.requests.len() > n
+        {
+            let extra = self.requests.len() - n;
+            self.requests.drain(..extra);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -579,6 +596,13 @@ impl MockResponses {
     /// Replies not yet used.
     pub fn queued(&self) -> usize {
         self.shared.lock().queue.len()
+    }
+
+    /// Keeps only the newest `n` requests from now on (schema errors and
+    /// problems of dropped requests are dropped with them: check them as
+    /// you go). For soaks.
+    pub fn retain_last(&self, n: usize) {
+        self.shared.lock().retain = Some(n);
     }
 
     /// Every request so far, in arrival order.
@@ -684,7 +708,8 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
 
 fn decide(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Answer {
     let mut script = shared.lock();
-    let n = script.requests.len() + 1;
+    script.received += 1;
+    let n = script.received;
     let raw_body = String::from_utf8_lossy(body).into_owned();
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     let authorization = headers
@@ -717,7 +742,7 @@ fn decide(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Answer {
         rec.problems
             .push("the Authorization header is not `Bearer <the key>`".into());
         rec.answer = "status 401".into();
-        script.requests.push(rec);
+        script.record(rec);
         return Answer::Now(api_error(
             StatusCode::UNAUTHORIZED,
             "invalid_request_error",
@@ -729,7 +754,7 @@ fn decide(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Answer {
         rec.validation_errors
             .push("the request body is not JSON".into());
         rec.answer = "status 400".into();
-        script.requests.push(rec);
+        script.record(rec);
         return Answer::Now(api_error(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
@@ -741,7 +766,7 @@ fn decide(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Answer {
     if !rec.validation_errors.is_empty() {
         let msg = format!("Invalid request: {}", rec.validation_errors[0]);
         rec.answer = "status 400 (schema)".into();
-        script.requests.push(rec);
+        script.record(rec);
         return Answer::Now(api_error(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
@@ -755,7 +780,7 @@ fn decide(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Answer {
         rec.problems = refused.into_iter().map(|(_, m)| m).collect();
         let msg = rec.problems[0].clone();
         rec.answer = format!("status {status} (api rules)");
-        script.requests.push(rec);
+        script.record(rec);
         return Answer::Now(api_error(
             StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
             "invalid_request_error",
@@ -767,7 +792,7 @@ fn decide(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Answer {
         rec.problems
             .push("a request arrived with no reply queued".into());
         rec.answer = "status 400 (nothing queued)".into();
-        script.requests.push(rec);
+        script.record(rec);
         return Answer::Now(api_error(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
@@ -776,7 +801,7 @@ fn decide(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Answer {
         ));
     };
     let answer = serve(reply, &req, &mut rec, &mut script.stored);
-    script.requests.push(rec);
+    script.record(rec);
     answer
 }
 

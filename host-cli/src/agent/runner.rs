@@ -414,19 +414,16 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
-/// Applies the context budget to a conversation that is about to be
-/// resent: the oldest screenshots beyond the budget are replaced by a 1x1
-/// placeholder, so every call keeps its output (the pairing stays intact)
-/// and the newest observation is always kept whole.
-pub fn apply_budget(items: &mut [Value], budget: ContextBudget) {
-    // Positions of image URLs, oldest first: (item, Some(content index)) for
-    // message images, (item, None) for computer call outputs.
-    let mut slots: Vec<(usize, Option<usize>)> = Vec::new();
+/// Where a conversation holds screenshots (data URLs other than the
+/// placeholder), oldest first: (item, Some(content index)) for message
+/// images, (item, None) for computer call outputs.
+fn image_slots(items: &[Value]) -> Vec<(usize, Option<usize>)> {
+    let is_data = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .is_some_and(|u| u.starts_with("data:image/") && u != PLACEHOLDER_PNG)
+    };
+    let mut slots = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        let is_data = |v: Option<&Value>| {
-            v.and_then(Value::as_str)
-                .is_some_and(|u| u.starts_with("data:image/"))
-        };
         if is_data(item.pointer("/output/image_url")) {
             slots.push((i, None));
         }
@@ -438,17 +435,50 @@ pub fn apply_budget(items: &mut [Value], budget: ContextBudget) {
             }
         }
     }
-    let size = |items: &[Value]| serde_json::to_vec(items).map(|v| v.len()).unwrap_or(0);
+    slots
+}
+
+/// Replaces the screenshot at `slot` by the placeholder; returns how many
+/// bytes its URL had.
+fn drop_image(items: &mut [Value], (i, part): (usize, Option<usize>)) -> usize {
+    let url = match part {
+        None => &mut items[i]["output"]["image_url"],
+        Some(j) => &mut items[i]["content"][j]["image_url"],
+    };
+    let len = url.as_str().map_or(0, str::len);
+    *url = json!(PLACEHOLDER_PNG);
+    len
+}
+
+/// Applies the context budget to a conversation that is about to be
+/// resent: the oldest screenshots beyond the budget are replaced by a 1x1
+/// placeholder, so every call keeps its output (the pairing stays intact)
+/// and the newest observation is always kept whole. The size is measured
+/// once and then adjusted (a data URL needs no JSON escaping), so the cost
+/// grows with the conversation, not with its square.
+pub fn apply_budget(items: &mut [Value], budget: ContextBudget) {
+    let slots = image_slots(items);
+    let mut size = serde_json::to_vec(items).map(|v| v.len()).unwrap_or(0);
     let mut images = slots.len();
-    for (i, part) in slots {
-        if images <= 1 || (images <= budget.max_images && size(items) <= budget.max_bytes) {
+    for slot in slots {
+        if images <= 1 || (images <= budget.max_images && size <= budget.max_bytes) {
             break;
         }
-        match part {
-            None => items[i]["output"]["image_url"] = json!(PLACEHOLDER_PNG),
-            Some(j) => items[i]["content"][j]["image_url"] = json!(PLACEHOLDER_PNG),
-        }
+        let was = drop_image(items, slot);
+        size = size + PLACEHOLDER_PNG.len() - was.min(size);
         images -= 1;
+    }
+}
+
+/// Keeps at most `keep` (at least one) screenshots whole in the history
+/// the runner holds: the budget would never resend the older ones, and
+/// holding them made memory and step time grow with the run (the soak
+/// test found it).
+fn forget_old_images(items: &mut [Value], keep: usize) {
+    let slots = image_slots(items);
+    let n = slots.len().saturating_sub(keep.max(1));
+    for slot in slots.into_iter().take(n) {
+        drop_image(items, slot);
     }
 }
 
@@ -913,6 +943,7 @@ impl<'a> Runner<'a> {
             })?;
             conversation.append(&mut next_input);
             conversation.extend(resp.raw_output.iter().cloned());
+            forget_old_images(&mut conversation, self.opts.context.max_images);
             prev_id = Some(resp.id.clone());
             if let Some(p) = &resp.problem
                 && resp.status == "failed"
