@@ -20,7 +20,7 @@
 //!   a `pending`/`unknown` call until the operator reconciles it (rule 18).
 
 use std::fs::File;
-use std::io::{BufRead as _, Write as _};
+use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
@@ -404,8 +404,14 @@ pub struct ResumePoint {
 pub fn read_trajectory(dir: &Path) -> anyhow::Result<Vec<Entry>> {
     let path = dir.join("trajectory.jsonl");
     let f = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    parse_trajectory(std::io::BufReader::new(f), &path.display().to_string())
+}
+
+/// [`read_trajectory`] on any reader (`name` is what errors call it); the
+/// fuzz target `trajectory` feeds it arbitrary bytes.
+pub fn parse_trajectory(r: impl std::io::BufRead, name: &str) -> anyhow::Result<Vec<Entry>> {
     let mut out = Vec::new();
-    for (n, line) in std::io::BufReader::new(f).lines().enumerate() {
+    for (n, line) in r.lines().enumerate() {
         let line = line?;
         if line.trim().is_empty() {
             continue;
@@ -417,8 +423,8 @@ pub fn read_trajectory(dir: &Path) -> anyhow::Result<Vec<Entry>> {
         if let Some(o) = v.as_object_mut() {
             o.remove("t_unix_ms");
         }
-        let entry = serde_json::from_value::<Entry>(v)
-            .with_context(|| format!("{} line {}", path.display(), n + 1))?;
+        let entry =
+            serde_json::from_value::<Entry>(v).with_context(|| format!("{name} line {}", n + 1))?;
         out.push(entry);
     }
     Ok(out)

@@ -55,7 +55,8 @@ pub fn tool() -> Value {
         "strict": true,
         "description": "Ask the human operator to sign in to a site on the page. The operator \
             enters the values outside this conversation; you never see or type them. Read the \
-            page first and name each input by the ref the browser tools gave you. The result is \
+            page first and name each input by the ref the browser tools gave you (without browser \
+            tools: one field with a null target, typed into the focused field). The result is \
             only whether the values were submitted; check the page afterwards. Use it for \
             email, password and verification-code fields only; never ask for credentials any \
             other way.",
