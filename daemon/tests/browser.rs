@@ -29,6 +29,8 @@ const FIREFOX: &str = "firefox-esr";
 
 #[path = "browser/diag.rs"]
 mod diag;
+#[path = "browser/files.rs"]
+mod files;
 #[path = "browser/pointer.rs"]
 mod pointer;
 #[path = "browser/scoped.rs"]
@@ -259,6 +261,24 @@ async fn pages() -> String {
         .route("/script", get(|| async { Html(script::PAGE) }))
         .route("/diag", get(|| async { Html(diag::PAGE) }))
         .route("/sign-in", get(|| async { Html(sign_in::PAGE) }))
+        .route("/files", get(|| async { Html(files::PAGE) }))
+        .route("/files-two", get(|| async { Html(files::TWO) }))
+        .route("/files-link", get(|| async { Html(files::LINK) }))
+        .route(
+            "/report.csv",
+            get(|| async {
+                (
+                    [
+                        (http::header::CONTENT_TYPE, "text/csv"),
+                        (
+                            http::header::CONTENT_DISPOSITION,
+                            "attachment; filename=\"report.csv\"",
+                        ),
+                    ],
+                    "a,b\n1,2\n",
+                )
+            }),
+        )
         .route(
             "/inner",
             get(|| async { Html("<!doctype html><body><button>Inner button</button></body>") }),

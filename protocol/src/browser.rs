@@ -275,6 +275,23 @@ pub enum BrowserCall {
         origin: String,
         fields: Vec<crate::sign_in::SignInValue>,
     },
+    /// File upload (host only: the model's `upload_file` names a grant,
+    /// the host sends the granted file's basename and bytes). The daemon
+    /// writes them into a private directory of the guest and sets that
+    /// file on the tab's one file input (the focused `<input type=file>`,
+    /// else the only one of the document).
+    SetFile {
+        tab_id: Option<String>,
+        name: String,
+        content_base64: String,
+    },
+    /// File download (host only): the newest complete file of the
+    /// browser's download folder, read (not removed).
+    TakeDownload {},
+    /// File download (host only): removes a download the host has kept.
+    RemoveDownload {
+        name: String,
+    },
 }
 
 impl BrowserCall {
@@ -308,6 +325,9 @@ impl BrowserCall {
             BrowserCall::SetChecked { .. } => "set_checked",
             BrowserCall::SignInCheck { .. } => "sign_in_check",
             BrowserCall::SignInFill { .. } => "sign_in_fill",
+            BrowserCall::SetFile { .. } => "set_file",
+            BrowserCall::TakeDownload {} => "take_download",
+            BrowserCall::RemoveDownload { .. } => "remove_download",
         }
     }
 
@@ -398,6 +418,21 @@ impl BrowserCall {
             BrowserCall::SignInFill { origin, fields, .. } => {
                 crate::sign_in::check_targets(origin, fields.iter().map(|f| f.target.as_str()))?;
                 crate::sign_in::check_values(fields)?
+            }
+            BrowserCall::SetFile {
+                name,
+                content_base64,
+                ..
+            } => {
+                check_file_name(name).map_err(|e| format!("`name`: {e}"))?;
+                if content_base64.len() > base64_len(MAX_UPLOAD_BYTES) {
+                    return Err(format!(
+                        "`content_base64`: at most {MAX_UPLOAD_BYTES} bytes of content"
+                    ));
+                }
+            }
+            BrowserCall::RemoveDownload { name } => {
+                check_file_name(name).map_err(|e| format!("`name`: {e}"))?
             }
             BrowserCall::ReadPageScoped { root, depth, .. } => {
                 if !(1..=MAX_SCOPE_DEPTH).contains(depth) {
@@ -513,12 +548,45 @@ impl BrowserCall {
             | BrowserCall::HoldKeys { tab_id, .. }
             | BrowserCall::SetChecked { tab_id, .. }
             | BrowserCall::SignInCheck { tab_id, .. }
-            | BrowserCall::SignInFill { tab_id, .. } => tab_id.as_deref(),
+            | BrowserCall::SignInFill { tab_id, .. }
+            | BrowserCall::SetFile { tab_id, .. } => tab_id.as_deref(),
+            BrowserCall::TakeDownload {} | BrowserCall::RemoveDownload { .. } => None,
             BrowserCall::NewTab { .. }
             | BrowserCall::SwitchTab { .. }
             | BrowserCall::CloseTab { .. } => None,
         }
     }
+}
+
+/// File transfer: the largest upload, in bytes. Its base64 form must fit
+/// the daemon's request body limit ([`crate::limits::MAX_BODY_BYTES`],
+/// 1 MiB), so uploads are capped at 512 KiB.
+pub const MAX_UPLOAD_BYTES: usize = 512 * 1024;
+/// File transfer: the largest download, in bytes (its base64 form fits the
+/// host's reply limit, [`crate::limits::MAX_REPLY_BYTES`]).
+pub const MAX_DOWNLOAD_BYTES: usize = 16 * 1024 * 1024;
+/// File transfer: the longest file name, in bytes.
+pub const MAX_FILE_NAME_BYTES: usize = 255;
+
+/// The length of `n` bytes in padded base64.
+pub const fn base64_len(n: usize) -> usize {
+    n.div_ceil(3) * 4
+}
+
+/// A file name both sides accept: a plain basename of 1 to
+/// [`MAX_FILE_NAME_BYTES`] bytes, no `/`, no control characters, not `.`
+/// or `..`, not hidden (no leading `.`).
+pub fn check_file_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_FILE_NAME_BYTES {
+        return Err(format!("1 to {MAX_FILE_NAME_BYTES} bytes"));
+    }
+    if name.contains(['/', '\\']) || name.chars().any(char::is_control) {
+        return Err("a plain file name (no slash, no control characters)".into());
+    }
+    if name.starts_with('.') {
+        return Err("not `.`, `..` or a hidden name".into());
+    }
+    Ok(())
 }
 
 /// A `keys` list of modifiers names each at most once.
@@ -669,6 +737,11 @@ pub enum BrowserOutcome {
     },
     Read(BrowserRead),
     Image(BrowserImage),
+    /// A download taken from the browser's download folder.
+    File {
+        name: String,
+        content_base64: String,
+    },
 }
 
 /// The daemon's answer to one call.
@@ -684,6 +757,43 @@ pub struct BrowserReply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_calls_are_checked() {
+        let c: BrowserCall = crate::from_json_objects(
+            br#"{"member":"set_file","tab_id":null,"name":"a.txt","content_base64":"aGk="}"#,
+        )
+        .unwrap();
+        assert_eq!(c.member(), "set_file");
+        assert!(c.check().is_ok());
+        let t: BrowserCall = crate::from_json_objects(br#"{"member":"take_download"}"#).unwrap();
+        assert_eq!(t, BrowserCall::TakeDownload {});
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            r#"{"member":"take_download"}"#
+        );
+        for name in ["", "..", ".hidden", "a/b", "a\\b", "a\nb", &"x".repeat(256)] {
+            let c = BrowserCall::SetFile {
+                tab_id: None,
+                name: name.into(),
+                content_base64: String::new(),
+            };
+            assert!(c.check().unwrap_err().contains("`name`"), "{name:?}");
+            let r = BrowserCall::RemoveDownload { name: name.into() };
+            assert!(r.check().is_err(), "{name:?}");
+        }
+        let big = BrowserCall::SetFile {
+            tab_id: None,
+            name: "a".into(),
+            content_base64: "A".repeat(base64_len(MAX_UPLOAD_BYTES) + 1),
+        };
+        assert!(big.check().unwrap_err().contains("content_base64"));
+        // The largest upload fits the daemon's body limit as JSON.
+        assert!(base64_len(MAX_UPLOAD_BYTES) + 4096 < crate::limits::MAX_BODY_BYTES);
+        let o: BrowserOutcome =
+            serde_json::from_str(r#"{"kind":"file","name":"a","content_base64":""}"#).unwrap();
+        assert!(matches!(o, BrowserOutcome::File { .. }));
+    }
 
     #[test]
     fn calls_round_trip_and_unknown_fields_are_refused() {

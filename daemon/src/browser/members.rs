@@ -532,6 +532,12 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
         BrowserCall::SignInCheck { .. } | BrowserCall::SignInFill { .. } => {
             super::sign_in::run(bidi, call).await
         }
+        BrowserCall::SetFile { .. }
+        | BrowserCall::TakeDownload {}
+        | BrowserCall::RemoveDownload { .. } => Err(ErrorBody::new(
+            ErrorCode::InvalidAction,
+            "file calls run with the browser's profile",
+        )),
     }
 }
 

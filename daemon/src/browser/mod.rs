@@ -21,6 +21,7 @@ mod act;
 pub mod bidi;
 mod context;
 mod diagnostics;
+mod files;
 mod keys;
 mod members;
 mod pointer;
@@ -101,8 +102,11 @@ pub async fn launch(config: &BrowserConfig) -> Result<Browser, ErrorBody> {
     let unavailable = |what: String| ErrorBody::new(ErrorCode::BrowserUnavailable, what);
     let profile = make_profile(&config.profile_parent)
         .map_err(|e| unavailable(format!("cannot create the browser profile: {e}")))?;
-    std::fs::write(profile.0.join("user.js"), USER_JS)
+    let prefs = format!("{USER_JS}{}", files::download_prefs(&profile.0));
+    std::fs::write(profile.0.join("user.js"), prefs)
         .map_err(|e| unavailable(format!("cannot write the browser profile: {e}")))?;
+    files::make_download_dir(&profile.0)
+        .map_err(|e| unavailable(format!("cannot create the download folder: {e}")))?;
     let mut cmd = tokio::process::Command::new(&config.program);
     cmd.arg("--new-instance")
         .arg("--profile")
@@ -270,7 +274,14 @@ impl BrowserService {
         {
             release_all(&browser.bidi).await;
         }
-        let outcome = members::run(&browser.bidi, call).await;
+        let outcome = match call {
+            BrowserCall::SetFile { .. }
+            | BrowserCall::TakeDownload {}
+            | BrowserCall::RemoveDownload { .. } => {
+                files::run(&browser.bidi, &browser.profile.0, call).await
+            }
+            _ => members::run(&browser.bidi, call).await,
+        };
         let outcome = match outcome {
             Err(e) if e.code == ErrorCode::BrowserUnavailable => {
                 *guard = None;

@@ -31,11 +31,13 @@ use sandtop_protocol::browser::{
 use sandtop_protocol::{BrowserCall, ErrorCode};
 use serde_json::{Map, Value, json};
 
+use crate::agent::grants::{self, GrantKind, Grants};
 use crate::egress::policy::Origin;
 
 /// The opt-in members of the seed (issue 14): named, never offered by
 /// default; those without a [`member_spec`] are not implemented by this
-/// driver yet and refused when asked for.
+/// driver yet and refused when asked for. `upload_file` and
+/// `download_file` also need a grant of their kind (`--grant`).
 pub const OPT_IN_MEMBERS: [&str; 10] = [
     "hover_at",
     "set_checked",
@@ -102,6 +104,8 @@ enum Kind {
     DiagSource,
     /// `read_diagnostics`'s limit: 1..100.
     DiagLimit,
+    /// A file grant's id ([`grants::check_id`]).
+    GrantId,
 }
 
 /// The largest safe integer (JavaScript's), the bound of every number.
@@ -154,6 +158,10 @@ fn schema(kind: Kind) -> Value {
         Kind::DiagLimit => {
             json!({"type": "integer", "minimum": 1, "maximum": wire::MAX_DIAGNOSTICS})
         }
+        Kind::GrantId => json!({
+            "type": "string",
+            "description": "The id of a file grant the user gave for this task (not a path or URL).",
+        }),
     }
 }
 
@@ -286,6 +294,14 @@ fn member_spec(member: &str) -> Option<(&'static str, &'static [(&'static str, K
             "Set a referenced checkbox or radio to the requested checked state.",
             &[("tab_id", Nullable), ("target", String), ("checked", Bool)],
         ),
+        "upload_file" => (
+            "Upload the file of a user's upload grant into the page's file input: the focused <input type=file> of the active tab, else its only one. Each grant is used once. Always confirmed.",
+            &[("grant_id", GrantId)],
+        ),
+        "download_file" => (
+            "Save the browser's newest finished download into the directory of a user's download grant. Each grant is used once. Always confirmed.",
+            &[("grant_id", GrantId)],
+        ),
         _ => return None,
     })
 }
@@ -358,6 +374,8 @@ pub struct Toolset {
     members: Vec<&'static str>,
     url_policy: Option<UrlPolicy>,
     confirm_reads: BTreeSet<&'static str>,
+    /// The file grants (`--grant`), shared by every clone.
+    grants: Grants,
 }
 
 /// Whether `name` is a member of the seed's toolset (default or opt-in).
@@ -393,6 +411,18 @@ impl Toolset {
         add: Option<&[String]>,
         url_policy: Option<UrlPolicy>,
         confirm_reads: &[String],
+    ) -> Result<Toolset, String> {
+        Toolset::with_grants(members, add, url_policy, confirm_reads, Grants::default())
+    }
+
+    /// [`Toolset::new`] with the run's file grants: `upload_file` and
+    /// `download_file` are offered only with a grant of their kind.
+    pub fn with_grants(
+        members: Option<&[String]>,
+        add: Option<&[String]>,
+        url_policy: Option<UrlPolicy>,
+        confirm_reads: &[String],
+        grants: Grants,
     ) -> Result<Toolset, String> {
         if members.is_some() && add.is_some() {
             return Err("use either --browser-members or --browser-add, not both".into());
@@ -432,7 +462,29 @@ impl Toolset {
                 }
                 continue;
             }
+            if let Some(kind) = GrantKind::of_member(m)
+                && !grants.has(kind)
+            {
+                return Err(format!(
+                    "browser member `{m}` needs at least one --grant {}:ID={}",
+                    kind.as_str(),
+                    if kind == GrantKind::Upload {
+                        "PATH"
+                    } else {
+                        "DIR"
+                    }
+                ));
+            }
             enabled.push(m);
+        }
+        for kind in [GrantKind::Upload, GrantKind::Download] {
+            if grants.has(kind) && !enabled.contains(&kind.member()) {
+                return Err(format!(
+                    "--grant {}: add the member with --browser-add {}",
+                    kind.as_str(),
+                    kind.member()
+                ));
+            }
         }
         if enabled.iter().any(|m| *m == "navigate" || *m == "new_tab") && url_policy.is_none() {
             return Err(
@@ -454,7 +506,13 @@ impl Toolset {
             members: enabled,
             url_policy,
             confirm_reads: reads,
+            grants,
         })
+    }
+
+    /// The run's file grants.
+    pub fn grants(&self) -> &Grants {
+        &self.grants
     }
 
     /// The operator's URL policy, when given.
@@ -544,6 +602,15 @@ impl Toolset {
                 return Err(format!("Browser argument `{field}` has an invalid value."));
             }
         }
+        if let Some(kind) = GrantKind::of_member(member) {
+            let id = obj["grant_id"].as_str().unwrap_or_default().to_string();
+            return Ok(Prepared {
+                member,
+                call: None,
+                file: Some((kind, id)),
+                arguments: args,
+            });
+        }
         let call = if member == "list_tabs" {
             None
         } else {
@@ -575,6 +642,7 @@ impl Toolset {
         Ok(Prepared {
             member,
             call,
+            file: None,
             arguments: args,
         })
     }
@@ -584,8 +652,10 @@ impl Toolset {
 #[derive(Debug, Clone)]
 pub struct Prepared {
     pub member: &'static str,
-    /// `None` for list_tabs (answered from state).
+    /// `None` for list_tabs (answered from state) and the file members.
     pub call: Option<BrowserCall>,
+    /// A file member's grant: its kind and id (checked in form only).
+    pub file: Option<(GrantKind, String)>,
     /// The validated arguments, for the approval prompt.
     pub arguments: Value,
 }
@@ -652,6 +722,7 @@ fn valid(kind: Kind, v: &Value) -> bool {
         Kind::DiagLimit => {
             is_int(v).is_some_and(|n| (1..=u64::from(wire::MAX_DIAGNOSTICS)).contains(&n))
         }
+        Kind::GrantId => v.as_str().is_some_and(|s| grants::check_id(s).is_ok()),
     }
 }
 
@@ -856,6 +927,33 @@ pub fn output(
     json!({"type": "function_call_output", "call_id": call_id, "output": content})
 }
 
+/// The `function_call_output` item of `upload_file` or `download_file`:
+/// `{ok, state, result}` with the `BrowserFileOutcome` as the result, and
+/// `error` (fixed text) unless it completed. Only `completed` is `ok`.
+pub fn file_output(
+    call_id: &str,
+    state: Option<Value>,
+    outcome: grants::FileOutcome,
+    error: Option<&str>,
+) -> Value {
+    let ok = outcome.ok();
+    let mut payload = format!("{{\"ok\":{ok}");
+    if let Some(s) = state {
+        payload.push_str(&format!(",\"state\":{s}"));
+    }
+    payload.push_str(&format!(",\"result\":{}", outcome.to_value()));
+    if !ok {
+        let e = error.unwrap_or("The file transfer did not complete.");
+        payload.push_str(&format!(",\"error\":{}", Value::String(e.into())));
+    }
+    payload.push('}');
+    json!({
+        "type": "function_call_output",
+        "call_id": call_id,
+        "output": [{"type": "input_text", "text": payload}],
+    })
+}
+
 /// The data URL of a browser image, as the model gets it.
 pub fn image_url(img: &BrowserImage) -> String {
     format!("data:image/png;base64,{}", img.png_base64)
@@ -989,7 +1087,16 @@ mod tests {
             ),
             (Some(s(&["click", "click"])), None, "listed twice"),
             (Some(s(&["click"])), Some(s(&["click_at"])), "not both"),
-            (None, Some(s(&["upload_file"])), "not implemented"),
+            (
+                None,
+                Some(s(&["upload_file"])),
+                "needs at least one --grant upload:ID=PATH",
+            ),
+            (
+                None,
+                Some(s(&["download_file"])),
+                "needs at least one --grant download:ID=DIR",
+            ),
             (None, Some(s(&["click"])), "default member already"),
             (Some(s(&["key"])), None, "`key` is disabled"),
         ] {
@@ -1005,6 +1112,61 @@ mod tests {
         assert!(e.contains("not an enabled read-only member"), "{e}");
         let r = Toolset::new(Some(&s(&["read_page"])), None, None, &s(&["read_page"])).unwrap();
         assert!(r.needs_read_approval("read_page"));
+    }
+
+    #[test]
+    fn file_members_need_their_grants_and_take_a_grant_id() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.txt"), b"x").unwrap();
+        let up = format!("upload:u1={}", d.path().join("a.txt").display());
+        let grants = Grants::parse(std::slice::from_ref(&up)).unwrap();
+        // A grant without its member is refused too.
+        let e = Toolset::with_grants(None, None, policy(), &[], grants.clone()).unwrap_err();
+        assert!(e.contains("--browser-add upload_file"), "{e}");
+        let t =
+            Toolset::with_grants(None, Some(&s(&["upload_file"])), policy(), &[], grants).unwrap();
+        assert!(t.members().contains(&"upload_file"));
+        assert!(Toolset::needs_approval("upload_file"));
+        let tool = t
+            .tools()
+            .into_iter()
+            .find(|x| x["name"] == "browser_upload_file")
+            .unwrap();
+        assert_eq!(tool["parameters"]["required"], json!(["grant_id"]));
+        let p = t
+            .prepare("browser_upload_file", r#"{"grant_id":"u1"}"#)
+            .unwrap();
+        assert_eq!(p.file, Some((GrantKind::Upload, "u1".to_string())));
+        assert!(p.call.is_none());
+        for bad in [
+            r#"{"grant_id":""}"#,
+            r#"{"grant_id":"/etc/passwd"}"#,
+            r#"{"grant_id":"https://x"}"#,
+            r#"{"grant_id":null}"#,
+            r#"{"grant_id":"u1","tab_id":null}"#,
+            r#"{}"#,
+        ] {
+            assert!(t.prepare("browser_upload_file", bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            t.prepare("browser_download_file", r#"{"grant_id":"u1"}"#)
+                .unwrap_err(),
+            DISABLED
+        );
+        let out = file_output(
+            "c1",
+            None,
+            grants::FileOutcome::refused(),
+            Some("No grant of this kind has this id."),
+        );
+        let text = out["output"][0]["text"].as_str().unwrap();
+        let v: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(v["ok"], false);
+        assert_eq!(
+            v["result"],
+            json!({"version":1,"status":"refused","effect":"none","cleanup":"not_started"})
+        );
+        assert!(text.starts_with(r#"{"ok":false,"result""#), "{text}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ use serde_json::json;
 use super::approve::{Approvals, Policy, Terminal};
 use super::browser::{self, Toolset, UrlPolicy};
 use super::exercise::{self, ExerciseScript};
+use super::grants::Grants;
 use super::model::{Model, OpenAiModel, RetryPolicy};
 use super::progress::{EventsFormat, Progress};
 use super::record::{self, Entry, LedgerState, Recorder, Started};
@@ -86,6 +87,14 @@ pub struct RunArgs {
     /// wait_for).
     #[arg(long, value_name = "MEMBERS")]
     pub confirm_reads: Option<String>,
+    /// A file the model may upload once (`upload:ID=PATH`: a regular file
+    /// of yours, at most 512 KiB) or a directory it may save one download
+    /// into (`download:ID=DIR`: a directory of yours that group and others
+    /// cannot write; never overwritten). The model names it by ID through
+    /// browser_upload_file / browser_download_file (add them with
+    /// --browser-add); every use is confirmed. Repeatable.
+    #[arg(long = "grant", value_name = "KIND:ID=PATH")]
+    pub grants: Vec<String>,
     /// Store responses server-side (`store: true`) and continue each turn
     /// with previous_response_id. Without it (the default) nothing is
     /// stored: the conversation is resent within the context budget.
@@ -224,6 +233,7 @@ pub fn tool_choice(a: &RunArgs) -> anyhow::Result<(ToolChoice, Option<Toolset>)>
             ("--browser-add", a.browser_add.is_some()),
             ("--url-policy", a.url_policy.is_some()),
             ("--confirm-reads", a.confirm_reads.is_some()),
+            ("--grant", !a.grants.is_empty()),
         ] {
             if given {
                 bail!("{flag} applies to the browser tools: add --browser");
@@ -240,7 +250,8 @@ pub fn tool_choice(a: &RunArgs) -> anyhow::Result<(ToolChoice, Option<Toolset>)>
         .transpose()
         .map_err(|e| anyhow::anyhow!("--url-policy: {e}"))?;
     let reads = a.confirm_reads.as_deref().map(list).unwrap_or_default();
-    let toolset = Toolset::new(members.as_deref(), add.as_deref(), policy, &reads)
+    let grants = Grants::parse(&a.grants).map_err(anyhow::Error::msg)?;
+    let toolset = Toolset::with_grants(members.as_deref(), add.as_deref(), policy, &reads, grants)
         .map_err(anyhow::Error::msg)?;
     if toolset.members().is_empty() && choice == ToolChoice::Browser {
         bail!("--tool browser with no browser member leaves the model no tool at all");

@@ -16,6 +16,7 @@ pub mod browser;
 pub mod cmd;
 pub mod diagnostics;
 pub mod exercise;
+pub mod grants;
 pub mod model;
 pub mod preflight;
 pub mod progress;

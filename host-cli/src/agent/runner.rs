@@ -60,6 +60,7 @@ use crate::channel::{Channel, ChannelError};
 
 mod approvals;
 mod browser_calls;
+mod file_calls;
 mod sign_in_calls;
 
 /// How much history is resent when the server does not store it.

@@ -43,6 +43,8 @@ struct FakePages {
     /// What sign_in_fill typed, by field: the page's own copy of the
     /// values (the one place a test may find them).
     signed_in: Vec<(String, String)>,
+    /// The finished download the browser holds (take_download's answer).
+    download: Option<(String, Vec<u8>)>,
 }
 
 /// A browser whose one page is a contact form: Name, Email (textboxes),
@@ -283,6 +285,38 @@ impl FakePages {
                     self.signed_in
                         .push((input.to_string(), f.value.expose().to_string()));
                 }
+                BrowserOutcome::Done
+            }
+            BrowserCall::SetFile {
+                name,
+                content_base64,
+                ..
+            } => {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(content_base64)
+                    .unwrap();
+                self.effects.push(format!(
+                    "set_file {name} {}",
+                    String::from_utf8_lossy(&bytes)
+                ));
+                BrowserOutcome::Done
+            }
+            BrowserCall::TakeDownload {} => {
+                let (name, bytes) = self
+                    .download
+                    .clone()
+                    .ok_or_else(|| err(ErrorCode::NotActionable, "no finished download"))?;
+                BrowserOutcome::File {
+                    name,
+                    content_base64: base64::engine::general_purpose::STANDARD.encode(bytes),
+                }
+            }
+            BrowserCall::RemoveDownload { name } => {
+                if self.download.as_ref().map(|d| &d.0) != Some(name) {
+                    return Err(err(ErrorCode::NotActionable, "no such download"));
+                }
+                self.download = None;
+                self.effects.push(format!("remove_download {name}"));
                 BrowserOutcome::Done
             }
             other => {
@@ -1071,4 +1105,5 @@ async fn b11_opt_in_members_are_offered_only_when_added_and_confirmed_like_any_a
     rig.assert_mock_clean();
 }
 
+mod files;
 mod sign_in;

@@ -73,7 +73,7 @@ impl Runner<'_> {
         }
     }
 
-    fn browser_diagnostic(
+    pub(super) fn browser_diagnostic(
         &mut self,
         step: u32,
         call_id: &str,
@@ -97,7 +97,7 @@ impl Runner<'_> {
 
     /// Asks the operator about one browser call; records the decision.
     /// `Err` when the run stopped during the question.
-    fn ask_browser(
+    pub(super) fn ask_browser(
         &mut self,
         step: u32,
         call_id: &str,
@@ -148,7 +148,7 @@ impl Runner<'_> {
 
     /// The tabs now, as the model may see them. Mandatory: when it cannot
     /// be read, the run stops.
-    async fn browser_state_now(&mut self, call_id: &str) -> Result<Value, Stop> {
+    pub(super) async fn browser_state_now(&mut self, call_id: &str) -> Result<Value, Stop> {
         let r = tokio::select! {
             r = self.channel.browser_state() => r,
             ending = halted(&self.interrupt, self.deadline) => {
@@ -251,6 +251,12 @@ impl Runner<'_> {
                 )));
             }
         };
+        // The file members: their grant, confirmation and transfer.
+        if prepared.file.is_some() {
+            return self
+                .file_call(step, call_id, member, &prepared, before, kinds, started)
+                .await;
+        }
         // 6. Approval of a state-changing member.
         let changes = Toolset::needs_approval(member);
         if changes {
