@@ -572,6 +572,9 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(p) = &a.credentials {
         Credentials::open(p)?;
     }
+    if key.is_none() && !a.grants.is_empty() {
+        bail!("--grant: the offline exercise transfers no files; set OPENAI_API_KEY to run a task");
+    }
     let Some(key) = key else {
         if a.resume.is_some() {
             bail!("--resume needs OPENAI_API_KEY (the offline exercise is not resumable)");
@@ -580,6 +583,11 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             "host-cli: OPENAI_API_KEY is not set: running the offline exercise (scripted model, real guest)"
         );
         let browser = matches!(choice, ToolChoice::Browser | ToolChoice::Both);
+        if !a.grants.is_empty() {
+            bail!(
+                "--grant: the offline exercise transfers no files; set OPENAI_API_KEY to run a task"
+            );
+        }
         if a.credentials.is_some() && !browser {
             bail!(
                 "--credentials: the offline exercise signs in only with --browser (the browser exercise)"

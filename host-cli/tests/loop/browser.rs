@@ -45,6 +45,8 @@ struct FakePages {
     signed_in: Vec<(String, String)>,
     /// The finished download the browser holds (take_download's answer).
     download: Option<(String, Vec<u8>)>,
+    /// What set_file answers instead of setting the file.
+    set_file_error: Option<ErrorCode>,
 }
 
 /// A browser whose one page is a contact form: Name, Email (textboxes),
@@ -292,6 +294,9 @@ impl FakePages {
                 content_base64,
                 ..
             } => {
+                if let Some(code) = self.set_file_error {
+                    return Err(err(code, "set_file failed"));
+                }
                 let bytes = base64::engine::general_purpose::STANDARD
                     .decode(content_base64)
                     .unwrap();

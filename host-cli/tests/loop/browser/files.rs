@@ -11,10 +11,11 @@ use host_cli::agent::grants::Grants;
 
 use super::*;
 
-fn file_toolset(grants: Grants) -> Toolset {
+fn file_toolset(grants: Grants, members: &[&str]) -> Toolset {
+    let members: Vec<String> = members.iter().map(|m| m.to_string()).collect();
     Toolset::with_grants(
         None,
-        Some(&["upload_file".to_string(), "download_file".to_string()]),
+        Some(&members),
         Some(UrlPolicy::parse(ORIGIN).unwrap()),
         &[],
         grants,
@@ -79,7 +80,7 @@ async fn f1_file_grants_are_confirmed_used_once_and_a_refusal_skips_the_rest() {
         [deny("not this one"), approve(), approve(), approve()],
     );
     let opts = RunOptions {
-        browser: Some(file_toolset(grants)),
+        browser: Some(file_toolset(grants, &["upload_file", "download_file"])),
         ..browser_opts(&rig)
     };
     let run = rig.run(opts, &mut op).await;
@@ -178,5 +179,75 @@ async fn f1_file_grants_are_confirmed_used_once_and_a_refusal_skips_the_rest() {
     assert_eq!(run.ledger("u1"), ["pending", "done"]);
     assert_eq!(run.ledger("u2"), Vec::<String>::new());
     assert_eq!(run.ledger("d1"), ["pending", "done"]);
+    rig.assert_mock_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f2_a_refused_or_unanswered_transfer_spends_the_grant_and_is_not_ok() {
+    let host = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(host.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let a = host.path().join("a.txt");
+    std::fs::write(&a, b"a").unwrap();
+    let b = host.path().join("b.txt");
+    std::fs::write(&b, b"b").unwrap();
+    let grants = Grants::parse(&[
+        format!("upload:a={}", a.display()),
+        format!("upload:b={}", b.display()),
+    ])
+    .unwrap();
+    let fake = FakeBrowser::new(&format!("{ORIGIN}/form"));
+    let rig = browser_rig(&fake).await;
+    let up = |id: &str, g: &str| call(id, "upload_file", json!({"grant_id": g}));
+    // 1: no single file input: refused, nothing set, the grant spent.
+    rig.mock.push(Reply::output(vec![up("u1", "a")]));
+    rig.mock.push(Reply::output(vec![up("u2", "a")]));
+    // 3: the daemon's deadline passed: unknown, and the rest skipped.
+    rig.mock.push(Reply::output(vec![
+        up("u3", "b"),
+        call(
+            "k3",
+            "click",
+            json!({"tab_id": null, "target": "g1-submit"}),
+        ),
+    ]));
+    rig.mock.push(Reply::done("Could not upload."));
+    lock(&fake.0).set_file_error = Some(ErrorCode::NotActionable);
+    let mut op = BrowserOp::new(&fake, [approve(), approve(), approve()]);
+    let during_fake = fake.clone();
+    op.during = Some(Box::new(move |_| {
+        // From the second question on, the daemon times out instead.
+        let mut p = lock(&during_fake.0);
+        if p.calls.iter().filter(|c| *c == "set_file").count() == 1 {
+            p.set_file_error = Some(ErrorCode::Timeout);
+        }
+    }));
+    let opts = RunOptions {
+        browser: Some(file_toolset(grants, &["upload_file"])),
+        ..browser_opts(&rig)
+    };
+    let run = rig.run(opts, &mut op).await;
+    run.assert_ending(Ending::Finished);
+    let reqs = rig.mock.requests();
+    let (p1, _) = payload(&reqs[1], "u1");
+    assert_eq!(p1["ok"], false);
+    assert_eq!(
+        p1["result"],
+        json!({"version": 1, "status": "refused", "effect": "none", "cleanup": "not_started"})
+    );
+    assert!(p1["error"].as_str().unwrap().contains("file input"), "{p1}");
+    let (p2, _) = payload(&reqs[2], "u2");
+    assert!(p2["error"].as_str().unwrap().contains("already used"));
+    let (p3, _) = payload(&reqs[3], "u3");
+    assert_eq!(p3["ok"], false);
+    assert_eq!(
+        p3["result"],
+        json!({"version": 1, "status": "unknown", "effect": "unknown", "cleanup": "pending"})
+    );
+    assert_eq!(payload(&reqs[3], "k3").0["error"], SKIPPED);
+    assert!(fake.effects().is_empty(), "{:?}", fake.effects());
+    assert_eq!(run.ledger("u1"), ["pending", "failed"]);
+    assert_eq!(run.ledger("u3"), ["pending", "unknown"]);
+    // Two questions: u2 was refused before anyone was asked.
+    assert_eq!(op.asked.len(), 2);
     rig.assert_mock_clean();
 }
