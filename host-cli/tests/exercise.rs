@@ -24,24 +24,7 @@ const HOST_CLI: &str = env!("CARGO_BIN_EXE_host-cli");
 /// Whether Docker answers and the guest image exists; prints the skip
 /// line (or fails when SANDTOP_REQUIRE lists docker) otherwise.
 fn docker_ready() -> bool {
-    let ok = |args: &[&str]| {
-        Command::new("docker")
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !skip::have("docker") || !ok(&["version"]) {
-        return skip::skip("docker", "no Docker engine answers");
-    }
-    if !ok(&["image", "inspect", "sandtop-guest:latest"]) {
-        return skip::skip(
-            "docker",
-            "the guest image is missing (make guest-image builds it)",
-        );
-    }
-    true
+    skip::docker_guest()
 }
 
 fn containers_of(state: &std::path::Path) -> Vec<String> {

@@ -29,24 +29,7 @@ use sandtop_testkit::skip;
 const HOST_CLI: &str = env!("CARGO_BIN_EXE_host-cli");
 
 fn docker_ready() -> bool {
-    let ok = |args: &[&str]| {
-        Command::new("docker")
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !skip::have("docker") || !ok(&["version"]) {
-        return skip::skip("docker", "no Docker engine answers");
-    }
-    if !ok(&["image", "inspect", "sandtop-guest:latest"]) {
-        return skip::skip(
-            "docker",
-            "the guest image is missing (make guest-image builds it)",
-        );
-    }
-    true
+    skip::docker_guest()
 }
 
 /// Resident memory (KiB) and open files of a process, from /proc (`None`

@@ -43,8 +43,9 @@ pub const DEFAULT_MEMBERS: [&str; 18] = [
 pub const MAX_URL_BYTES: usize = 2048;
 /// Longest tab title the daemon reports, in bytes (cut at a character).
 pub const MAX_TITLE_BYTES: usize = 1024;
-/// Longest element ref (and tab id the model names), in bytes.
-pub const MAX_REF_BYTES: usize = 256;
+/// Longest element ref (and tab id the model names): in `limits`, which
+/// the sign-in checks share.
+pub use crate::limits::MAX_REF_BYTES;
 /// Longest label in a read report, in bytes.
 pub const MAX_LABEL_BYTES: usize = 256;
 /// Longest value in a read report, in bytes.

@@ -44,3 +44,5 @@ pub const WAIT_CAP_MS: u64 = 3_000;
 /// device still frozen after this long fails the action with
 /// `input_blocked` instead of letting later events overtake it.
 pub const INPUT_DELIVERY_MS: u64 = 2_000;
+/// Longest element ref (and tab id the model names), in bytes.
+pub const MAX_REF_BYTES: usize = 256;

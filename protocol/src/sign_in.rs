@@ -141,10 +141,10 @@ pub(crate) fn check_targets<'a>(
     }
     let mut seen = std::collections::BTreeSet::new();
     for t in targets {
-        if t.is_empty() || t.len() > crate::browser::MAX_REF_BYTES {
+        if t.is_empty() || t.len() > crate::limits::MAX_REF_BYTES {
             return Err(format!(
                 "`fields`: a target is 1 to {} bytes",
-                crate::browser::MAX_REF_BYTES
+                crate::limits::MAX_REF_BYTES
             ));
         }
         if !seen.insert(t) {

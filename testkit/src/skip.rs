@@ -26,3 +26,26 @@ pub fn have(program: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|p| p.join(program).is_file()))
 }
+
+/// Whether a Docker engine answers and the guest image is built (the E
+/// tier of host-cli's tests); otherwise [`skip`]s the `docker` tier.
+pub fn docker_guest() -> bool {
+    let ok = |args: &[&str]| {
+        std::process::Command::new("docker")
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !have("docker") || !ok(&["version"]) {
+        return skip("docker", "no Docker engine answers");
+    }
+    if !ok(&["image", "inspect", "sandtop-guest:latest"]) {
+        return skip(
+            "docker",
+            "the guest image is missing (make guest-image builds it)",
+        );
+    }
+    true
+}
