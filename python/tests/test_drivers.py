@@ -294,13 +294,99 @@ def test_a_browser_outcome_of_the_wrong_kind_fails_the_call(daemon: FakeDaemon) 
         browser.read_page({"tab_id": None, "filter": "all"})
 
 
-def test_async_browser_and_file_members_are_not_offered(daemon: FakeDaemon) -> None:
+def test_async_browser_members_go_through_the_sync_driver(daemon: FakeDaemon) -> None:
     browser = sandtop.AsyncBrowser(sandtop.Session.attach("t1"))
     toolset = openai_browser.AsyncBrowserToolset(browser, confirm=None, url_policy=None, members=["get_page_text", "wait_for"])
     out = asyncio.run(toolset.execute(fcall("browser_wait_for", {"tab_id": None, "text": "Thanks", "timeout_ms": 500})))
     assert payload(out)["result"] == "found"
-    with pytest.raises(ValueError, match="not implemented"):
-        openai_browser.BrowserToolset(sandtop.Browser(sandtop.Session.attach("t1")), confirm=lambda c: True, additional_members=["upload_file"])
+
+
+def test_file_members_move_granted_files_once_and_never_overwrite(daemon: FakeDaemon, tmp_path: Any) -> None:
+    """Rule 48 through the SDK: grants issued by the application, spent on
+    use; only the basename and bytes reach the daemon; a download lands as
+    a new 0600 file, the guest's copy is then removed."""
+    cv = tmp_path / "cv.txt"
+    cv.write_bytes(b"hello")
+    inbox = tmp_path / "in"
+    inbox.mkdir(mode=0o700)
+    (inbox / "invoice.pdf").write_bytes(b"older")  # never overwritten
+    taken: list[str] = []
+
+    def handler(m: str, p: str, b: Any) -> Reply:
+        if p == "/v1/browser/call" and b["member"] == "take_download":
+            taken.append("take")
+            outcome = {"kind": "file", "name": "invoice.pdf", "content_base64": base64.b64encode(b"PDF-1").decode()}
+            return Reply(200, {"outcome": outcome, "state": {"tabs": []}, "elapsed_ms": 1})
+        return daemon.default(m, p, b)
+
+    daemon.handler = handler
+    grants = sandtop.Grants(upload={"cv": str(cv)}, download={"invoice": str(inbox)})
+    toolset = openai_browser.BrowserToolset(
+        sandtop.Browser(sandtop.Session.attach("t1"), grants=grants),
+        confirm=lambda ctx: True,
+        url_policy=lambda c, u: True,
+        additional_members=["upload_file", "download_file"],
+    )
+    up = payload(toolset.execute(fcall("browser_upload_file", {"grant_id": "cv"})))
+    assert up["ok"] is True and up["result"] == {"version": 1, "status": "completed", "effect": "completed", "cleanup": "pending"}
+    again = payload(toolset.execute(fcall("browser_upload_file", {"grant_id": "cv"}, "c2")))
+    assert again["ok"] is False and again["result"]["status"] == "refused"
+    other_kind = payload(toolset.execute(fcall("browser_download_file", {"grant_id": "cv"}, "c3")))
+    assert other_kind["result"] == {"version": 1, "status": "refused", "effect": "none", "cleanup": "not_started"}
+    down = payload(toolset.execute(fcall("browser_download_file", {"grant_id": "invoice"}, "c4")))
+    assert down["ok"] is True and down["result"]["cleanup"] == "completed"
+    assert (inbox / "invoice.pdf").read_bytes() == b"older"
+    saved = inbox / "invoice-1.pdf"
+    assert saved.read_bytes() == b"PDF-1" and stat.S_IMODE(saved.stat().st_mode) == 0o600
+    calls = [r["body"] for r in daemon.work() if r["path"] == "/v1/browser/call"]
+    assert calls[0] == {"member": "set_file", "tab_id": None, "name": "cv.txt", "content_base64": base64.b64encode(b"hello").decode()}
+    assert calls[1:] == [{"member": "take_download"}, {"member": "remove_download", "name": "invoice.pdf"}]
+    assert str(tmp_path) not in json.dumps(calls), "a host path reached the daemon"
+    assert taken == ["take"]
+    # A name from the guest is data: no separators, no leading dot.
+    from sandtop.files import safe_file_name
+
+    assert safe_file_name("../../etc/passwd") == "_._.._etc_passwd"
+    assert safe_file_name(".bashrc") == "_bashrc" and safe_file_name("") == "download"
+
+
+def test_grants_are_checked_when_issued(tmp_path: Any) -> None:
+    f = tmp_path / "a.txt"
+    f.write_bytes(b"x")
+    (tmp_path / "link.txt").symlink_to(f)
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"x" * (512 * 1024 + 1))
+    (tmp_path / ".env").write_bytes(b"SECRET=1")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"upload": {"": str(f)}}, "empty"),
+        ({"upload": {"a/b": str(f)}}, "path"),
+        ({"upload": {"https:x": str(f)}}, "URL"),
+        ({"upload": {"a": str(tmp_path / "link.txt")}}, "symlink"),
+        ({"upload": {"a": str(big)}}, "upload limit"),
+        ({"upload": {"a": str(tmp_path / ".env")}}, "non-hidden"),
+        ({"upload": {"a": str(tmp_path)}}, "regular file"),
+        ({"download": {"a": str(f)}}, "not a directory"),
+        ({"download": {"a": str(shared)}}, "writable by group or others"),
+        ({"upload": {"a": str(f)}, "download": {"a": str(tmp_path)}}, "twice"),
+    ]
+    for kwargs, want in bad:
+        with pytest.raises(sandtop.GrantError, match=want):
+            sandtop.Grants(**kwargs)
+    # Replaced after the grant: refused at use, the grant spent.
+    g = sandtop.Grants(upload={"a": str(f)})
+    replacement = tmp_path / "new.txt"
+    replacement.write_bytes(b"y")  # another inode while the first exists
+    os.replace(replacement, f)
+    from sandtop import files
+
+    grant = g.take("upload", "a")
+    assert grant is not None
+    with pytest.raises(files.GrantError, match="replaced"):
+        files.read_upload(grant)
+    assert g.take("upload", "a") is None
 
 
 def test_session_start_and_stop_run_host_cli_with_argv_and_no_token(state: str, tmp_path: Any) -> None:

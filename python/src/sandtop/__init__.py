@@ -20,6 +20,7 @@ from ._channel import (
 )
 from .browser import AsyncBrowser, Browser, BrowserCallError
 from .computer import AsyncComputer, Computer
+from .files import GrantError, Grants
 from .session import Session, state_dir
 
 __version__ = "0.1.0"
@@ -35,6 +36,8 @@ __all__ = [
     "Computer",
     "DaemonClient",
     "DaemonError",
+    "GrantError",
+    "Grants",
     "SandtopError",
     "Session",
     "state_dir",

@@ -15,17 +15,24 @@ endpoints.
   SDK's ``BrowserError`` (when the SDK is installed) whose text is ours,
   chosen by the error code: the daemon's message (the guest's text) never
   reaches the model.
-- ``upload_file`` and ``download_file`` are not implemented by the daemon,
-  so they are not methods here (the SDK refuses to select them).
+- ``upload_file`` and ``download_file`` take a grant id the application
+  issued (``Browser(session, grants=sandtop.Grants(upload=..., download=...))``,
+  see ``sandtop.files``): the file's basename and bytes go to the daemon's
+  host-only ``set_file``; a download comes back through ``take_download``,
+  is written as a new 0600 file in the granted folder, then
+  ``remove_download`` deletes the guest's copy. Each returns the SDK's
+  ``BrowserFileOutcome``; without a usable grant, ``refused``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
-from ._channel import ChannelError, DaemonClient, DaemonError
+from . import files
+from ._channel import Cancelled, ChannelError, DaemonClient, DaemonError
 from ._image import bad, checked_png_b64
 
 if TYPE_CHECKING:
@@ -48,8 +55,9 @@ MEMBERS = (
     "navigate", "read_page", "get_page_text", "find", "click", "type", "key", "scroll",
     "select_option", "hover", "screenshot", "zoom", "new_tab", "switch_tab", "close_tab",
     "scroll_to", "wait_for", "hover_at", "set_checked", "click_at", "drag_path", "hold_keys",
-    "read_page_scoped", "read_diagnostics", "run_script",
+    "read_page_scoped", "read_diagnostics", "run_script", "upload_file", "download_file",
 )
+_FILES = frozenset({"upload_file", "download_file"})
 _READS = frozenset({"read_page", "get_page_text", "find", "read_page_scoped", "read_diagnostics"})
 _TEXTS = frozenset({"wait_for", "run_script"})
 _IMAGES = frozenset({"screenshot", "zoom"})
@@ -105,9 +113,16 @@ class Browser:
     daemon binds refs at execution and opens only http(s) and about:blank.
     """
 
-    def __init__(self, session: Union["Session", DaemonClient], *, timeout: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        session: Union["Session", DaemonClient],
+        *,
+        timeout: Optional[float] = None,
+        grants: Optional[files.Grants] = None,
+    ) -> None:
         self._client = session if isinstance(session, DaemonClient) else session.client
         self.timeout = timeout
+        self.grants = grants if grants is not None else files.Grants()
 
     def state(self, *, cancelled: Cancel = None) -> dict[str, Any]:
         reply = self._client.request("POST", "/v1/browser/state", {}, cancelled=cancelled, timeout=self.timeout)
@@ -117,6 +132,8 @@ class Browser:
         """One member with its arguments; the SDK-shaped result."""
         if member not in MEMBERS:
             raise ValueError(f"{member[:32]!r} is not a browser member the daemon implements")
+        if member in _FILES:
+            return self._file(member, arguments, cancelled)
         if not isinstance(arguments, dict) or "member" in arguments:
             raise ValueError("browser arguments must be an object without a 'member' field")
         body = {"member": member, **arguments}
@@ -203,6 +220,70 @@ class Browser:
     def run_script(self, action: dict[str, Any], *, cancelled: Cancel = None) -> str:
         return self.call("run_script", action, cancelled=cancelled)  # type: ignore[no-any-return]
 
+    def upload_file(self, action: dict[str, Any], *, cancelled: Cancel = None) -> dict[str, Any]:
+        return self.call("upload_file", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def download_file(self, action: dict[str, Any], *, cancelled: Cancel = None) -> dict[str, Any]:
+        return self.call("download_file", action, cancelled=cancelled)  # type: ignore[no-any-return]
+
+    def _daemon(self, body: dict[str, Any], cancelled: Cancel) -> Any:
+        reply = self._client.request("POST", "/v1/browser/call", body, cancelled=cancelled, timeout=self.timeout)
+        _tabs(reply.get("state"))
+        return reply.get("outcome")
+
+    def _file(self, member: str, arguments: dict[str, Any], cancelled: Cancel) -> dict[str, Any]:
+        """One file transfer by grant; always a ``BrowserFileOutcome``."""
+        if not isinstance(arguments, dict) or set(arguments) != {"grant_id"}:
+            raise ValueError("file arguments must be exactly {grant_id}")
+        kind = "upload" if member == "upload_file" else "download"
+        grant = self.grants.take(kind, arguments["grant_id"])
+        if grant is None:
+            return dict(files.REFUSED)
+        if kind == "upload":
+            try:
+                name, data = files.read_upload(grant)
+            except files.GrantError:
+                return dict(files.REFUSED)
+            body = {"member": "set_file", "tab_id": None, "name": name, "content_base64": base64.b64encode(data).decode()}
+            try:
+                outcome = self._daemon(body, cancelled)
+            except Cancelled as e:
+                return files.outcome("interrupted", "unknown" if e.sent else "none", "pending" if e.sent else "not_started")
+            except DaemonError as e:
+                if e.code == "timeout":
+                    return files.outcome("unknown", "unknown", "pending")
+                return dict(files.REFUSED)
+            except ChannelError as e:
+                if e.outcome_unknown:
+                    return files.outcome("unknown", "unknown", "pending")
+                return dict(files.REFUSED)
+            if not isinstance(outcome, dict) or outcome.get("kind") != "done":
+                return files.outcome("unknown", "unknown", "pending")
+            # The guest's copy stays while the page may read it.
+            return files.outcome("completed", "completed", "pending")
+        try:
+            outcome = self._daemon({"member": "take_download"}, cancelled)
+        except Cancelled:
+            return files.outcome("interrupted", "none", "not_started")
+        except (DaemonError, ChannelError):
+            # Taking only reads in the guest: nothing changed.
+            return dict(files.REFUSED)
+        if not isinstance(outcome, dict) or outcome.get("kind") != "file":
+            return dict(files.REFUSED)
+        got_name, data64 = outcome.get("name"), outcome.get("content_base64")
+        if not isinstance(got_name, str) or not isinstance(data64, str) or len(data64) > 4 * files.MAX_DOWNLOAD_BYTES // 3 + 4:
+            return dict(files.REFUSED)
+        try:
+            files.write_download(grant, got_name, base64.b64decode(data64, validate=True))
+        except (ValueError, OSError):
+            return dict(files.REFUSED)
+        try:
+            self._daemon({"member": "remove_download", "name": got_name}, cancelled)
+            cleanup = "completed"
+        except (Cancelled, DaemonError, ChannelError):
+            cleanup = "pending"
+        return files.outcome("completed", "completed", cleanup)
+
 
 def _result(member: str, outcome: object) -> Any:
     if not isinstance(outcome, dict) or not isinstance(outcome.get("kind"), str):
@@ -242,8 +323,14 @@ class AsyncBrowser:
     """``Browser`` as the SDK's async browser driver (worker threads;
     cancelling the awaiting task closes the request's connection)."""
 
-    def __init__(self, session: Union["Session", DaemonClient], *, timeout: Optional[float] = None) -> None:
-        self.sync = Browser(session, timeout=timeout)
+    def __init__(
+        self,
+        session: Union["Session", DaemonClient],
+        *,
+        timeout: Optional[float] = None,
+        grants: Optional[files.Grants] = None,
+    ) -> None:
+        self.sync = Browser(session, timeout=timeout, grants=grants)
 
     async def _run(self, method: Callable[..., Any], *args: Any, cancelled: Cancel) -> Any:
         stop = threading.Event()
