@@ -52,6 +52,7 @@ sdk-test:
 		fi; \
 		echo "SKIP python: cannot install openai==3.57.0 and pytest from PyPI (pip's error above; is PyPI reachable?)"; exit 0; \
 	fi; \
+	"$(SDK_VENV)/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall ./python; \
 	SANDTOP_HOST_CLI="$(SDK_TARGET)/debug/host-cli" SANDTOP_MOCK_RESPONSES="$(SDK_TARGET)/debug/mock-responses" \
 		"$(SDK_VENV)/bin/python" -m pytest -rs python/tests
 
