@@ -783,9 +783,39 @@ async fn health_follows_the_window_manager_and_the_display() {
         .args(["-9", &wm[0].to_string()])
         .status()
         .unwrap();
-    wait_health(&d, |h| h["status"] == "degraded", Duration::from_secs(2)).await;
-    eprintln!("wm death seen after {:?}", t.elapsed());
-    wait_health(&d, |h| h["status"] == "ok", LONG).await;
+    // Seen as `degraded`, unless the supervisor had already restarted it
+    // between two polls (a new openbox is as much proof that the death was
+    // noticed; a loaded CI host showed only the restart once).
+    let end = Instant::now() + Duration::from_secs(2);
+    loop {
+        let (_, h) = d.health().await;
+        let restarted = pgrep_children(d.pid(), "openbox")
+            .iter()
+            .any(|p| *p != wm[0]);
+        if h["status"] == "degraded" || restarted {
+            eprintln!(
+                "wm death seen after {:?} ({})",
+                t.elapsed(),
+                if restarted {
+                    "already restarted"
+                } else {
+                    "degraded"
+                }
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the window manager's death was not noticed within 2 s: {h}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    wait_health(
+        &d,
+        |h| h["status"] == "ok" && h["window_manager"] == true,
+        LONG,
+    )
+    .await;
 
     // H2 (daemon level): Xvfb dies -> down within 2 s, then restarted.
     let xvfb = pgrep_children(d.pid(), "Xvfb");
