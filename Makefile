@@ -46,13 +46,13 @@ sdk-test:
 	set -e; \
 	$(CARGO) build --locked -p host-cli -p sandtop-testkit --bin host-cli --bin mock-responses; \
 	python3 -m venv "$(SDK_VENV)"; \
-	if ! "$(SDK_VENV)/bin/pip" install --quiet --disable-pip-version-check './python[openai,test]'; then \
+	if ! "$(SDK_VENV)/bin/python" -m pip install --quiet --disable-pip-version-check './python[openai,test]'; then \
 		if echo ",$$SANDTOP_REQUIRE," | grep -Eq ',(python|docker|all),'; then \
 			echo "sdk-test: installing openai==3.57.0 and pytest from PyPI failed (pip's error above), and SANDTOP_REQUIRE asks for this tier"; exit 1; \
 		fi; \
 		echo "SKIP python: cannot install openai==3.57.0 and pytest from PyPI (pip's error above; is PyPI reachable?)"; exit 0; \
 	fi; \
-	"$(SDK_VENV)/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall ./python; \
+	"$(SDK_VENV)/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall ./python; \
 	SANDTOP_HOST_CLI="$(SDK_TARGET)/debug/host-cli" SANDTOP_MOCK_RESPONSES="$(SDK_TARGET)/debug/mock-responses" \
 		"$(SDK_VENV)/bin/python" -m pytest -rs python/tests
 
