@@ -2,6 +2,9 @@
 //! only a signed-in browser may see. It exists so that the offline exercise
 //! can test "sign-in out of band": the host fills the credentials into
 //! these pages through the browser driver, and the model never sees them.
+//! One flow in one file (about 800 lines and its tests): the pages, the
+//! three handlers, the accounts file and the in-memory pending logins and
+//! sessions only make sense together; the record is the shared `Store`.
 //!
 //! How a sign-in flows:
 //!

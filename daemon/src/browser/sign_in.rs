@@ -29,10 +29,13 @@ pub(super) async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcom
             origin,
             fields,
         } => {
-            let ctx = on_origin(bidi, tab_id.as_deref(), origin).await?;
-            for f in fields {
-                check_field(bidi, &ctx, &f.target, f.kind, false).await?;
-            }
+            checked(
+                bidi,
+                tab_id.as_deref(),
+                origin,
+                fields.iter().map(|f| (f.target.as_str(), f.kind)),
+            )
+            .await?;
             Ok(BrowserOutcome::Done)
         }
         BrowserCall::SignInFill {
@@ -40,11 +43,14 @@ pub(super) async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcom
             origin,
             fields,
         } => {
-            let ctx = on_origin(bidi, tab_id.as_deref(), origin).await?;
             // Every field is checked before anything is typed.
-            for f in fields {
-                check_field(bidi, &ctx, &f.target, f.kind, false).await?;
-            }
+            let ctx = checked(
+                bidi,
+                tab_id.as_deref(),
+                origin,
+                fields.iter().map(|f| (f.target.as_str(), f.kind)),
+            )
+            .await?;
             activate(bidi, &ctx).await?;
             for f in fields {
                 fill(bidi, &ctx, f).await?;
@@ -56,6 +62,21 @@ pub(super) async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcom
             "not a sign-in call",
         )),
     }
+}
+
+/// The tab on `origin` whose inputs `fields` (target, kind) all passed
+/// [`check_field`]: both calls start here.
+async fn checked<'a>(
+    bidi: &Bidi,
+    tab_id: Option<&str>,
+    origin: &str,
+    fields: impl Iterator<Item = (&'a str, CredentialKind)>,
+) -> Result<String, ErrorBody> {
+    let ctx = on_origin(bidi, tab_id, origin).await?;
+    for (target, kind) in fields {
+        check_field(bidi, &ctx, target, kind, false).await?;
+    }
+    Ok(ctx)
 }
 
 /// The tab the call acts on, which must show a document of `origin`.

@@ -64,6 +64,19 @@ struct SignInOp {
     shown: Vec<Option<PathBuf>>,
 }
 
+impl SignInOp {
+    /// Answers from `answers`, in order; then declines.
+    fn new(browser: &FakeBrowser, answers: impl IntoIterator<Item = Answer>) -> SignInOp {
+        SignInOp {
+            browser: browser.clone(),
+            answers: answers.into_iter().collect(),
+            asked: 0,
+            during: None,
+            shown: Vec::new(),
+        }
+    }
+}
+
 impl Operator for SignInOp {
     fn approve_checks(&mut self, _req: &CheckRequest<'_>) -> Decision {
         deny("no checks expected")
@@ -183,13 +196,7 @@ async fn s2_a_request_is_refused_before_anyone_is_asked_and_says_why() {
             Reply::output(vec![sign_in_call("s2", origin.clone(), g)]),
             Reply::done("ok"),
         ]);
-        let mut op = SignInOp {
-            browser: fake.clone(),
-            answers: [submit()].into(),
-            asked: 0,
-            during: None,
-            shown: Vec::new(),
-        };
+        let mut op = SignInOp::new(&fake, [submit()]);
         let run = rig.run(sign_in_opts(&rig), &mut op).await;
         run.assert_ending(Ending::Finished);
         let out = result_of(&rig.mock.requests()[1], "s2");
@@ -207,13 +214,7 @@ async fn s2_a_request_is_refused_before_anyone_is_asked_and_says_why() {
         Reply::output(vec![sign_in_call("s2", json!(ORIGIN), 1)]),
         Reply::done("ok"),
     ]);
-    let mut op = SignInOp {
-        browser: fake.clone(),
-        answers: [submit()].into(),
-        asked: 0,
-        during: None,
-        shown: Vec::new(),
-    };
+    let mut op = SignInOp::new(&fake, [submit()]);
     let opts = RunOptions {
         browser: Some(
             Toolset::new(
@@ -284,11 +285,8 @@ async fn s4_a_page_that_changes_while_the_operator_answers_cancels_with_nothing_
         Reply::done("ok"),
     ]);
     let mut op = SignInOp {
-        browser: fake.clone(),
-        answers: [submit()].into(),
-        asked: 0,
         during: Some(Box::new(FakeBrowser::navigate_itself)),
-        shown: Vec::new(),
+        ..SignInOp::new(&fake, [submit()])
     };
     let run = rig.run(sign_in_opts(&rig), &mut op).await;
     run.assert_ending(Ending::Finished);
@@ -368,13 +366,7 @@ async fn s6_without_sign_in_the_tool_is_not_offered_and_a_call_is_unknown() {
         Reply::output(vec![sign_in_call("s7", json!(ORIGIN), 1)]),
         Reply::done("ok"),
     ]);
-    let mut op = SignInOp {
-        browser: fake.clone(),
-        answers: [submit()].into(),
-        asked: 0,
-        during: None,
-        shown: Vec::new(),
-    };
+    let mut op = SignInOp::new(&fake, [submit()]);
     let run = rig.run(browser_opts(&rig), &mut op).await;
     run.assert_ending(Ending::Finished);
     let reqs = rig.mock.requests();
