@@ -409,24 +409,26 @@ impl Proxy {
         self: Arc<Self>,
         req: Request<Incoming>,
     ) -> Result<Response<ProxyBody>, hyper::Error> {
-        if req.method() == Method::CONNECT {
-            return Ok(self.connect(req).await);
-        }
-        Ok(self.forward(req).await)
+        let target = match request_target(req.method(), req.uri(), req.headers()) {
+            Ok(t) => t,
+            Err(refused) => {
+                if let Some(origin) = &refused.origin {
+                    self.log(origin, via(req.method()), false, &refused.reason, &[]);
+                }
+                return Ok(text(refused.status, &refused.reason));
+            }
+        };
+        Ok(match target.path {
+            None => self.connect(req, target.origin).await,
+            Some(path) => self.forward(req, target.origin, path).await,
+        })
     }
 
-    async fn connect(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
-        let Some(authority) = req.uri().authority().map(|a| a.as_str().to_string()) else {
-            return text(StatusCode::BAD_REQUEST, "CONNECT needs host:port");
-        };
-        let origin = match target(Scheme::Https, &authority) {
-            Ok(o) => o,
-            Err(e) => return text(StatusCode::BAD_REQUEST, &e),
-        };
-        if let Err((status, e)) = host_matches(&req, &origin) {
-            self.log(&origin, "connect", false, &e, &[]);
-            return text(status, &e);
-        }
+    async fn connect(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        origin: Origin,
+    ) -> Response<ProxyBody> {
         let addrs = match self.decide(&origin, "connect").await {
             Ok(a) => a,
             Err(e) => return text(StatusCode::FORBIDDEN, &e),
@@ -515,34 +517,12 @@ impl Proxy {
         }
     }
 
-    async fn forward(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
-        let uri = req.uri().clone();
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some(_) => {
-                return text(
-                    StatusCode::BAD_REQUEST,
-                    "only http:// is forwarded; use CONNECT for https",
-                );
-            }
-            None => {
-                return text(
-                    StatusCode::BAD_REQUEST,
-                    "a proxy request needs an absolute URL",
-                );
-            }
-        }
-        let Some(authority) = uri.authority().map(|a| a.as_str().to_string()) else {
-            return text(StatusCode::BAD_REQUEST, "no host in the URL");
-        };
-        let origin = match target(Scheme::Http, &authority) {
-            Ok(o) => o,
-            Err(e) => return text(StatusCode::BAD_REQUEST, &e),
-        };
-        if let Err((status, e)) = host_matches(&req, &origin) {
-            self.log(&origin, "http", false, &e, &[]);
-            return text(status, &e);
-        }
+    async fn forward(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        origin: Origin,
+        path: http::Uri,
+    ) -> Response<ProxyBody> {
         let addrs = match self.decide(&origin, "http").await {
             Ok(a) => a,
             Err(e) => return text(StatusCode::FORBIDDEN, &e),
@@ -560,14 +540,7 @@ impl Proxy {
             let _ = conn.await;
         });
         let (mut parts, body) = req.into_parts();
-        let path = uri
-            .path_and_query()
-            .map(|p| p.as_str().to_string())
-            .unwrap_or_else(|| "/".into());
-        parts.uri = match path.parse() {
-            Ok(u) => u,
-            Err(_) => return text(StatusCode::BAD_REQUEST, "bad path"),
-        };
+        parts.uri = path;
         for h in [
             "proxy-connection",
             "proxy-authorization",
@@ -709,6 +682,83 @@ async fn settle(
     outcome.send_replace(Some(got));
 }
 
+/// Where a request goes, read from its head alone (no policy, no I/O).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The origin the request targets.
+    pub origin: Origin,
+    /// For a forwarded `http://` request, the origin-form path sent on;
+    /// `None` for CONNECT.
+    pub path: Option<http::Uri>,
+}
+
+/// A request head refused before the policy is asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub status: StatusCode,
+    pub reason: String,
+    /// The origin, when the target was read before the refusal (a Host
+    /// header that disagrees with it): such refusals are journaled.
+    pub origin: Option<Origin>,
+}
+
+fn refuse(status: StatusCode, reason: impl Into<String>, origin: Option<&Origin>) -> Refused {
+    Refused {
+        status,
+        reason: reason.into(),
+        origin: origin.cloned(),
+    }
+}
+
+fn via(method: &Method) -> &'static str {
+    if method == Method::CONNECT {
+        "connect"
+    } else {
+        "http"
+    }
+}
+
+/// Steps 1 and 2 of the module doc: the target of a request (CONNECT
+/// `host:port`, or an absolute `http://` URL) and its `Host` headers.
+/// Pure, so the fuzz target `proxy_head` drives it with any request head.
+pub fn request_target(
+    method: &Method,
+    uri: &http::Uri,
+    headers: &http::HeaderMap,
+) -> Result<Target, Refused> {
+    let bad = |reason: &str| refuse(StatusCode::BAD_REQUEST, reason, None);
+    let (scheme, path) = if method == Method::CONNECT {
+        // A CONNECT target is authority-form only: a path or scheme on it
+        // is a different request.
+        if uri.scheme().is_some() || uri.path_and_query().is_some() {
+            return Err(bad("CONNECT needs host:port"));
+        }
+        (Scheme::Https, None)
+    } else {
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some(_) => return Err(bad("only http:// is forwarded; use CONNECT for https")),
+            None => return Err(bad("a proxy request needs an absolute URL")),
+        }
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        let path: http::Uri = path.parse().map_err(|_| bad("bad path"))?;
+        (Scheme::Http, Some(path))
+    };
+    let Some(authority) = uri.authority() else {
+        return Err(bad(if path.is_none() {
+            "CONNECT needs host:port"
+        } else {
+            "no host in the URL"
+        }));
+    };
+    if authority.as_str().contains('@') {
+        return Err(bad("user information in a proxy target is refused"));
+    }
+    let origin = target(scheme, authority.as_str()).map_err(|e| bad(&e))?;
+    host_matches(headers, &origin)?;
+    Ok(Target { origin, path })
+}
+
 /// The origin a request targets.
 fn target(scheme: Scheme, authority: &str) -> Result<Origin, String> {
     let (host, port) = split_host_port(authority).map_err(|e| e.to_string())?;
@@ -724,18 +774,19 @@ fn target(scheme: Scheme, authority: &str) -> Result<Origin, String> {
 /// A Host header, when present, must be the only one and name the target.
 /// Two of them are refused whatever they say: a server behind the origin
 /// might read the other one (RFC 9112 §3.2: 400).
-fn host_matches(req: &Request<Incoming>, origin: &Origin) -> Result<(), (StatusCode, String)> {
-    let mut all = req.headers().get_all(header::HOST).iter();
+fn host_matches(headers: &http::HeaderMap, origin: &Origin) -> Result<(), Refused> {
+    let mut all = headers.get_all(header::HOST).iter();
     let Some(h) = all.next() else {
         return Ok(());
     };
     if all.next().is_some() {
-        return Err((
+        return Err(refuse(
             StatusCode::BAD_REQUEST,
-            "more than one Host header".to_string(),
+            "more than one Host header",
+            Some(origin),
         ));
     }
-    let forbid = |e: String| (StatusCode::FORBIDDEN, e);
+    let forbid = |e: String| refuse(StatusCode::FORBIDDEN, e, Some(origin));
     let h = h
         .to_str()
         .map_err(|_| forbid("a Host header that is not text".to_string()))?;
@@ -1065,5 +1116,51 @@ mod tests {
         assert!(target(Scheme::Https, "a.test").is_err());
         assert_eq!(target(Scheme::Http, "a.test").unwrap().port, 80);
         assert!(target(Scheme::Http, "a.test:0").is_err());
+    }
+
+    fn head(method: &str, uri: &str, hosts: &[&str]) -> Result<Target, Refused> {
+        let mut headers = http::HeaderMap::new();
+        for h in hosts {
+            headers.append(header::HOST, h.parse().unwrap());
+        }
+        let method: Method = method.parse().unwrap();
+        request_target(&method, &uri.parse().unwrap(), &headers)
+    }
+
+    #[test]
+    fn request_heads_are_read_or_refused() {
+        let t = head("CONNECT", "a.test:443", &["a.test:443"]).unwrap();
+        assert_eq!(
+            (t.origin.to_string(), t.path),
+            ("https://a.test".into(), None)
+        );
+        let t = head("GET", "http://a.test/x?y=1", &["a.test"]).unwrap();
+        assert_eq!(t.origin.to_string(), "http://a.test");
+        assert_eq!(t.path.unwrap().to_string(), "/x?y=1");
+        let t = head("POST", "http://[::1]:8080", &[]).unwrap();
+        assert_eq!(t.origin.port, 8080);
+        assert_eq!(t.path.unwrap().to_string(), "/");
+
+        let refused = |m, u, h: &[&str]| head(m, u, h).unwrap_err();
+        // Status, and whether the refusal names an origin (journaled).
+        let r = refused("CONNECT", "a.test", &[]);
+        assert_eq!((r.status, r.origin), (StatusCode::BAD_REQUEST, None));
+        let r = refused("CONNECT", "http://a.test:443/", &[]);
+        assert_eq!(r.reason, "CONNECT needs host:port");
+        let r = refused("GET", "/only/a/path", &["a.test"]);
+        assert_eq!(r.reason, "a proxy request needs an absolute URL");
+        let r = refused("GET", "https://a.test/", &[]);
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        let r = refused("GET", "http://user@a.test/", &[]);
+        assert!(r.reason.contains("user information"), "{}", r.reason);
+        let r = refused("GET", "http://a.test/", &["a.test", "a.test"]);
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        assert_eq!(r.origin.unwrap().to_string(), "http://a.test");
+        let r = refused("CONNECT", "a.test:443", &["b.test:443"]);
+        assert_eq!(r.status, StatusCode::FORBIDDEN);
+        // A Host without a port means the scheme's default port.
+        assert!(head("CONNECT", "a.test:443", &["a.test"]).is_ok());
+        let r = refused("CONNECT", "a.test:8443", &["a.test"]);
+        assert_eq!(r.status, StatusCode::FORBIDDEN);
     }
 }
