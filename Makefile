@@ -67,6 +67,11 @@ guest-image:
 	$(CARGO) build --release --locked -p sandtopd -p sandtop-demo -p sandtop-probe
 	./guest-image/build.sh
 
+## guest-vm: the VM guest for --backend qemu from the guest image's root filesystem: rootfs.ext4, Debian's kernel, an initramfs (guest-vm/build.sh; offline from Debian's packages, skipped when up to date)
+.PHONY: guest-vm
+guest-vm: guest-image
+	./guest-vm/build.sh
+
 ## guest: build the guest image (works offline), install host-cli and sandtopd into ~/.cargo/bin (one release build)
 .PHONY: guest
 guest:

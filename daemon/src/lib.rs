@@ -34,4 +34,5 @@ pub mod ratelimit;
 pub mod relay;
 pub mod supervise;
 pub mod token;
+pub mod vm_link;
 pub mod xauth;

@@ -43,6 +43,9 @@ enum Command {
         #[arg(long, default_value = "/run/sandtop/sandtopd.sock")]
         socket: PathBuf,
     },
+    /// The guest end of a VM guest's link (run by the VM's PID 1): the
+    /// token from the host, the entry program, the streams.
+    VmLink(sandtopd::vm_link::VmLinkArgs),
     /// Side-by-side latency figures against xdotool, ImageMagick and scrot,
     /// on a fresh Xvfb (built with `--features bench`: `make bench`).
     #[cfg(feature = "bench")]
@@ -111,7 +114,7 @@ fn init_log(json: bool) {
     use std::io::IsTerminal as _;
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .with_writer(std::io::stderr);
     if json {
         b.json().init();
@@ -138,6 +141,12 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve(args).await,
             Command::Health { socket } => health(socket).await,
             Command::Connect { socket } => connect(socket).await,
+            Command::VmLink(args) => {
+                init_log(false);
+                sandtopd::vm_link::run(args)
+                    .await
+                    .map(|()| ExitCode::SUCCESS)
+            }
             #[cfg(feature = "bench")]
             Command::Bench(args) => sandtopd::bench::run(args).await,
         }

@@ -68,18 +68,7 @@ impl Token {
             Ok(text) => Token::parse(&text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let token = Token::generate()?;
-                let write_err = |source| TokenError::Write {
-                    path: path.display().to_string(),
-                    source,
-                };
-                let mut f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .open(path)
-                    .map_err(write_err)?;
-                f.write_all(token.0.as_bytes()).map_err(write_err)?;
-                f.sync_all().map_err(write_err)?;
+                token.write_new(path)?;
                 Ok(token)
             }
             Err(source) => Err(TokenError::Read {
@@ -87,6 +76,23 @@ impl Token {
                 source,
             }),
         }
+    }
+
+    /// Writes the token to a new file `path` (0600, created exclusively,
+    /// synced).
+    pub fn write_new(&self, path: &Path) -> Result<(), TokenError> {
+        let write_err = |source| TokenError::Write {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(write_err)?;
+        f.write_all(self.0.as_bytes()).map_err(write_err)?;
+        f.sync_all().map_err(write_err)
     }
 
     /// The token's text, for the few places that must hand it on (the

@@ -41,6 +41,10 @@ pub enum Command {
     /// allow:...|ask` starts it.
     #[command(hide = true)]
     EgressProxy(crate::egress::service::ServeArgs),
+    /// (internal) The host end of a VM guest's link; `guest start
+    /// --backend qemu` starts it.
+    #[command(hide = true)]
+    QemuLink(crate::guest::qemu::LinkArgs),
     /// Take one screenshot of a session and write it to a file.
     Screenshot(ScreenshotArgs),
     /// Run Responses-API-shaped actions against a session; print the result
@@ -229,6 +233,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::egress::service::serve(a).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::QemuLink(a) => {
+            crate::guest::qemu::serve_link(a).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Screenshot(a) => screenshot(a).await,
         Command::Act(a) => act(a).await,
         Command::Doctor(a) => crate::doctor::run(a).await,
@@ -245,6 +253,14 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                 None => session::new_name()?,
             };
             let network = a.net.config();
+            if a.backend == BackendKind::Qemu
+                && network.mode == crate::egress::policy::NetworkMode::Open
+            {
+                bail!(
+                    "--network open applies to docker guests; a VM guest has no network \
+                     device (use allow: or ask, through the egress proxy)"
+                );
+            }
             if a.backend == BackendKind::Local
                 && network.mode != crate::egress::policy::NetworkMode::None
             {
@@ -271,6 +287,10 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                 }
                 BackendKind::Docker => {
                     let b = a.docker.backend().await?;
+                    guest::start(&store, &b, &req).await?
+                }
+                BackendKind::Qemu => {
+                    let b = guest::qemu::QemuBackend::new()?;
                     guest::start(&store, &b, &req).await?
                 }
             };
@@ -374,6 +394,7 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                     use guest::Backend as _;
                     guest::local::LocalBackend.logs(&dir, &rec).await?
                 }
+                BackendKind::Qemu => guest::qemu::console_tail(&dir, 200),
                 BackendKind::Docker => {
                     use guest::Backend as _;
                     guest::docker::DockerBackend::connect()

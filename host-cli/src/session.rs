@@ -33,6 +33,9 @@ pub enum BackendKind {
     Docker,
     /// Xvfb and sandtopd as processes on this host: no isolation at all.
     Local,
+    /// A QEMU virtual machine from the same root filesystem (`make
+    /// guest-vm`): no network device, the daemon over virtio-serial.
+    Qemu,
 }
 
 impl std::fmt::Display for BackendKind {
@@ -40,6 +43,7 @@ impl std::fmt::Display for BackendKind {
         f.write_str(match self {
             BackendKind::Docker => "docker",
             BackendKind::Local => "local",
+            BackendKind::Qemu => "qemu",
         })
     }
 }
@@ -72,6 +76,8 @@ pub struct SessionRecord {
     pub local: Option<LocalRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docker: Option<DockerRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qemu: Option<crate::guest::qemu::QemuRecord>,
     /// The network policy; absent means `none`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<crate::egress::service::EgressConfig>,
@@ -372,6 +378,7 @@ mod tests {
             created_unix: 1,
             local: Some(LocalRecord { pid: 42 }),
             docker: None,
+            qemu: None,
         };
         d.save(&rec).unwrap();
         assert_eq!(store.list().unwrap().len(), 1);

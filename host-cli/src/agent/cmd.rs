@@ -411,6 +411,7 @@ async fn session_for(
             guest::start(store, &b, &req).await?
         }
         BackendKind::Local => guest::start(store, &guest::local::LocalBackend, &req).await?,
+        BackendKind::Qemu => guest::start(store, &guest::qemu::QemuBackend::new()?, &req).await?,
     };
     let dir = store.get(&rec.name)?;
     let booted = Booted {

@@ -616,6 +616,7 @@ impl DockerBackend {
                 container_name: name,
                 image: self.image.clone(),
             }),
+            qemu: None,
         })
     }
 

@@ -152,6 +152,7 @@ impl Backend for LocalBackend {
                 pid: pid.as_raw_nonzero().get(),
             }),
             docker: None,
+            qemu: None,
         };
         let token = Secret::read(&dir.token_path())?;
         let end = Instant::now() + READY_TIMEOUT;

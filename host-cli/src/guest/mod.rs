@@ -4,6 +4,8 @@
 //!   from `Dockerfile.guest`, driven through the Docker API (bollard).
 //! - [`local::LocalBackend`]: Xvfb and sandtopd as processes on this host,
 //!   for development and the x11 tests. It isolates nothing.
+//! - [`qemu::QemuBackend`]: the same root filesystem as a QEMU VM (KVM,
+//!   HVF or TCG), no network device, the daemon over virtio-serial.
 //!
 //! A session's lifecycle: `start` claims the session folder, writes the
 //! token and the owner (this process, for `gc`), starts the guest and
@@ -14,6 +16,7 @@
 
 pub mod docker;
 pub mod local;
+pub mod qemu;
 
 use std::future::Future;
 
@@ -142,6 +145,7 @@ pub async fn open_channel(dir: &SessionDir, rec: &SessionRecord) -> anyhow::Resu
     let token = Secret::read(&dir.token_path())?;
     let connector = match rec.backend {
         BackendKind::Local => local::LocalBackend.connector(dir, rec).await?,
+        BackendKind::Qemu => Box::new(crate::channel::UnixConnector(dir.socket_path())),
         BackendKind::Docker => {
             docker::DockerBackend::connect()
                 .await?
@@ -158,6 +162,7 @@ pub async fn open_channel(dir: &SessionDir, rec: &SessionRecord) -> anyhow::Resu
 pub async fn state(dir: &SessionDir, rec: &SessionRecord) -> State {
     let alive = match rec.backend {
         BackendKind::Local => local::LocalBackend.alive(dir, rec).await,
+        BackendKind::Qemu => qemu::alive(dir, rec),
         BackendKind::Docker => match docker::DockerBackend::connect().await {
             Ok(b) => b.alive(dir, rec).await,
             Err(_) => false,
@@ -193,7 +198,8 @@ async fn socket_refuses(dir: &SessionDir, rec: &SessionRecord) -> bool {
         BackendKind::Local => tokio::net::UnixStream::connect(dir.socket_path())
             .await
             .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused),
-        BackendKind::Docker => false,
+        // The host end of the link serves the socket while QEMU runs.
+        BackendKind::Docker | BackendKind::Qemu => false,
     }
 }
 
@@ -247,6 +253,7 @@ pub async fn stop(store: &Store, dir: &SessionDir, rec: &SessionRecord) -> anyho
     }
     match rec.backend {
         BackendKind::Local => local::LocalBackend.stop(dir, rec).await?,
+        BackendKind::Qemu => qemu::stop_processes(dir, rec).await,
         BackendKind::Docker => {
             docker::DockerBackend::connect()
                 .await?
@@ -321,6 +328,16 @@ pub async fn gc_folders(
             Ok(rec) => match rec.backend {
                 BackendKind::Local => (!local::LocalBackend.alive(&dir, &rec).await)
                     .then_some("its local daemon is gone"),
+                BackendKind::Qemu => {
+                    if qemu::alive(&dir, &rec) {
+                        None
+                    } else {
+                        // QEMU is gone; its link process follows it, or
+                        // is ended here.
+                        qemu::stop_processes(&dir, &rec).await;
+                        Some("its VM is gone")
+                    }
+                }
                 BackendKind::Docker => match docker {
                     Some(b) if !b.alive(&dir, &rec).await => {
                         if let Some(d) = &rec.docker

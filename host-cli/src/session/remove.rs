@@ -545,6 +545,7 @@ pub(crate) mod tests {
                 pid: std::process::id() as i32,
             }),
             docker: None,
+            qemu: None,
             network: None,
             egress_pid: None,
         };

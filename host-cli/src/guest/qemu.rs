@@ -1,0 +1,660 @@
+//! The QEMU backend (issue 16): the guest's root filesystem as a VM, with
+//! no network device; the daemon is reached over one virtio-serial port.
+//!
+//! `make guest-vm` (guest-vm/build.sh) turns the container image into
+//! `rootfs.ext4` (attached read-only), `vmlinuz` and `initrd.img` in
+//! [`VmImage::dir`]. A session runs two processes of the invoking user,
+//! each leading its own process group:
+//!
+//! - `qemu-system-<arch> -nodefaults -no-user-config -display none -nic
+//!   none -sandbox on,...` with the accelerator [`Accel::pick`] chose,
+//!   memory and CPUs from [`VmLimits`], the serial console written to
+//!   `console.log` (log output only: no getty, no shell), a pid file, and
+//!   the virtio-serial port `org.sandtop.link` as the Unix socket
+//!   `link.sock` of the session folder;
+//! - the host end of the link (`host-cli qemu-link`, [`serve_link`]): it
+//!   sends the session token down the port (never on a command line, in
+//!   an environment or a log), then carries yamux streams
+//!   ([`sandtop_vmlink`]): connections to `sandtopd.sock` in the session
+//!   folder become streams to the guest's daemon, and the guest's egress
+//!   streams reach the session's egress proxy.
+//!
+//! Inside, guest-vm/init mounts the root read-only and the writable places
+//! as size-capped tmpfs, and runs the same entry as the container.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use rustix::process::{Pid, Signal};
+use serde::{Deserialize, Serialize};
+
+use super::{Backend, StartRequest};
+use crate::channel::{Channel, Connect, UnixConnector};
+use crate::secret::Secret;
+use crate::session::{BackendKind, SessionDir, SessionRecord, now_unix};
+
+/// The guest user's uid and gid inside the VM (the image's `user`).
+pub const GUEST_ID: u32 = super::docker::GUEST_UID;
+
+/// Where `make guest-vm` puts the image unless `SANDTOP_VM_DIR` says.
+pub fn default_image_dir() -> PathBuf {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("/var/tmp"));
+    data.join("sandtop")
+        .join(format!("vm-{}", std::env::consts::ARCH))
+}
+
+/// The files `make guest-vm` wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmImage {
+    pub dir: PathBuf,
+}
+
+impl VmImage {
+    /// `$SANDTOP_VM_DIR`, else [`default_image_dir`]; every file must be
+    /// there.
+    pub fn locate() -> anyhow::Result<VmImage> {
+        let dir = std::env::var_os("SANDTOP_VM_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(default_image_dir);
+        VmImage::at(dir)
+    }
+
+    /// The image in `dir`; every file must be there.
+    pub fn at(dir: PathBuf) -> anyhow::Result<VmImage> {
+        let img = VmImage { dir };
+        for f in [img.kernel(), img.initrd(), img.rootfs()] {
+            if !f.is_file() {
+                bail!(
+                    "no VM guest image: {} is missing (build it with `make guest-vm`, \
+                     or point SANDTOP_VM_DIR at the folder it wrote)",
+                    f.display()
+                );
+            }
+        }
+        Ok(img)
+    }
+    pub fn kernel(&self) -> PathBuf {
+        self.dir.join("vmlinuz")
+    }
+    pub fn initrd(&self) -> PathBuf {
+        self.dir.join("initrd.img")
+    }
+    pub fn rootfs(&self) -> PathBuf {
+        self.dir.join("rootfs.ext4")
+    }
+}
+
+/// How QEMU runs the guest's CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Accel {
+    /// Linux's KVM.
+    Kvm,
+    /// macOS's Hypervisor.framework (Apple silicon: an aarch64 guest).
+    Hvf,
+    /// Software emulation: works anywhere, many times slower.
+    Tcg,
+}
+
+impl Accel {
+    /// `hvf` on macOS; on Linux `kvm` when `/dev/kvm` opens read-write
+    /// and a paused QEMU with `-accel kvm -cpu host` starts and quits
+    /// cleanly (a host can expose `/dev/kvm` and still fail at the first
+    /// vCPU: seen here, without VT-x); else `tcg` and the reason.
+    pub fn pick(qemu: &Path) -> (Accel, Option<String>) {
+        if cfg!(target_os = "macos") {
+            return (Accel::Hvf, None);
+        }
+        let tcg = |why: String| {
+            (
+                Accel::Tcg,
+                Some(format!(
+                    "{why}: the VM runs under TCG, software emulation, many times slower"
+                )),
+            )
+        };
+        if let Err(e) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/kvm")
+        {
+            return tcg(format!("/dev/kvm is not usable ({e})"));
+        }
+        match kvm_probe(qemu) {
+            Ok(()) => (Accel::Kvm, None),
+            Err(e) => tcg(format!("KVM does not work here ({e})")),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::Hvf => "hvf",
+            Accel::Tcg => "tcg",
+        }
+    }
+}
+
+/// Starts QEMU paused with KVM and tells it to quit at once.
+fn kvm_probe(qemu: &Path) -> Result<(), String> {
+    use std::io::Write as _;
+    let machine = if std::env::consts::ARCH == "aarch64" {
+        "virt"
+    } else {
+        "q35"
+    };
+    let mut child = std::process::Command::new(qemu)
+        .args(["-accel", "kvm", "-machine", machine, "-cpu", "host"])
+        .args(["-nodefaults", "-no-user-config", "-display", "none", "-S"])
+        .args(["-monitor", "stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", qemu.display()))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(b"quit\n");
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    let first = err
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("no message");
+    Err(format!("QEMU's KVM probe failed: {}", first.trim()))
+}
+
+/// The VM's size: the same figures as the Docker guest's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VmLimits {
+    pub memory_mib: u64,
+    pub cpus: u32,
+    pub tmp_bytes: u64,
+    pub home_bytes: u64,
+    pub shm_bytes: u64,
+}
+
+impl Default for VmLimits {
+    fn default() -> VmLimits {
+        let d = super::docker::Limits::default();
+        VmLimits {
+            memory_mib: (d.memory_bytes / (1024 * 1024)) as u64,
+            cpus: (d.nano_cpus / 1_000_000_000).max(1) as u32,
+            tmp_bytes: d.tmp_bytes as u64,
+            home_bytes: d.home_bytes as u64,
+            shm_bytes: d.shm_bytes as u64,
+        }
+    }
+}
+
+/// The CPU model: the host's own under a hypervisor; under TCG a model
+/// QEMU emulates fully (`SANDTOP_QEMU_CPU` overrides).
+pub fn default_cpu(accel: Accel) -> &'static str {
+    match accel {
+        Accel::Tcg => "max",
+        _ => "host",
+    }
+}
+
+/// How long `start` waits for the daemon: a TCG boot is slow.
+pub fn ready_timeout(accel: Accel) -> Duration {
+    match accel {
+        Accel::Tcg => Duration::from_secs(240),
+        _ => Duration::from_secs(60),
+    }
+}
+
+/// What a QEMU session runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QemuRecord {
+    /// QEMU's pid (it leads its own process group).
+    pub pid: i32,
+    /// The host end of the link's pid.
+    pub link_pid: i32,
+    pub accel: Accel,
+}
+
+/// The QEMU backend.
+#[derive(Debug, Clone)]
+pub struct QemuBackend {
+    pub image: VmImage,
+    pub accel: Accel,
+    pub limits: VmLimits,
+    /// The QEMU binary.
+    pub qemu: PathBuf,
+    /// QEMU's `-cpu` model.
+    pub cpu: String,
+    /// Print the read-only probe's facts on the console at boot
+    /// (`SANDTOP_VM_PROBE=1`; the VM tests read them with `guest logs`).
+    pub probe: bool,
+}
+
+/// `qemu-system-<arch>` for this machine.
+pub fn qemu_program() -> String {
+    format!("qemu-system-{}", std::env::consts::ARCH)
+}
+
+impl QemuBackend {
+    /// The image from [`VmImage::locate`], the accelerator from
+    /// [`Accel::pick`] (its warning printed), the default limits.
+    pub fn new() -> anyhow::Result<QemuBackend> {
+        let image = VmImage::locate()?;
+        let program = qemu_program();
+        let qemu = super::local::which(&program).with_context(|| {
+            format!("{program} is not installed (Debian: apt-get install qemu-system-x86; macOS: brew install qemu)")
+        })?;
+        let (accel, why) = Accel::pick(&qemu);
+        if let Some(why) = why {
+            eprintln!("host-cli: {why}");
+        }
+        Ok(QemuBackend {
+            image,
+            accel,
+            limits: VmLimits::default(),
+            qemu,
+            probe: std::env::var_os("SANDTOP_VM_PROBE").is_some_and(|v| v == "1"),
+            cpu: std::env::var("SANDTOP_QEMU_CPU").unwrap_or_else(|_| default_cpu(accel).into()),
+        })
+    }
+
+    /// QEMU's arguments for a session (no secret among them).
+    pub fn args(&self, dir: &SessionDir, req: &StartRequest) -> Vec<String> {
+        let l = &self.limits;
+        let p = |f: &str| dir.path.join(f).display().to_string();
+        let egress = if req.network.mode.uses_proxy() {
+            "proxy"
+        } else {
+            "direct"
+        };
+        let mut a: Vec<String> = Vec::new();
+        let mut push = |xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));
+        push(&[
+            "-nodefaults",
+            "-no-user-config",
+            "-display",
+            "none",
+            "-nic",
+            "none",
+        ]);
+        // QEMU's own seccomp filter: no obsolete system calls, no setuid,
+        // no fork/exec, no scheduler or resource changes.
+        push(&[
+            "-sandbox",
+            "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+        ]);
+        let machine = match (std::env::consts::ARCH, self.accel) {
+            ("aarch64", _) => format!("virt,accel={}", self.accel.as_str()),
+            (_, accel) => format!("q35,accel={}", accel.as_str()),
+        };
+        push(&["-machine", &machine, "-cpu", &self.cpu]);
+        push(&["-m", &l.memory_mib.to_string(), "-smp", &l.cpus.to_string()]);
+        push(&[
+            "-kernel",
+            &self.image.kernel().display().to_string(),
+            "-initrd",
+            &self.image.initrd().display().to_string(),
+        ]);
+        let console = if std::env::consts::ARCH == "aarch64" {
+            "ttyAMA0"
+        } else {
+            "ttyS0"
+        };
+        let mut append = format!(
+            "console={console} quiet panic=-1 rdinit=/init sandtop.screen={} \
+             sandtop.egress={egress} sandtop.uid={GUEST_ID} sandtop.tmp={} sandtop.home={} \
+             sandtop.shm={}",
+            req.screen, l.tmp_bytes, l.home_bytes, l.shm_bytes
+        );
+        if self.probe {
+            append.push_str(" sandtop.probe=1");
+        }
+        push(&["-append", &append]);
+        push(&[
+            "-drive",
+            &format!(
+                "file={},format=raw,if=virtio,readonly=on,cache=none,aio=threads",
+                self.image.rootfs().display()
+            ),
+        ]);
+        // Entropy from the host: without it a fresh VM's random pool
+        // fills slowly, and programs that wait for it stall.
+        push(&["-device", "virtio-rng-pci"]);
+        push(&["-device", "virtio-serial-pci"]);
+        push(&[
+            "-chardev",
+            &format!("socket,id=link,path={},server=on,wait=off", p("link.sock")),
+        ]);
+        push(&[
+            "-device",
+            &format!(
+                "virtserialport,chardev=link,name={}",
+                sandtop_vmlink::PORT_NAME
+            ),
+        ]);
+        push(&[
+            "-chardev",
+            &format!("file,id=console,path={}", p("console.log")),
+        ]);
+        push(&["-serial", "chardev:console"]);
+        push(&["-pidfile", &p("qemu.pid")]);
+        push(&[
+            "-name",
+            &format!("sandtop-{},process=sandtop-{}", req.name, req.name),
+        ]);
+        push(&["-no-reboot"]);
+        a
+    }
+}
+
+fn pid_alive_with(pid: i32, needle: &Path) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let needle = needle.as_os_str().as_encoded_bytes();
+    cmdline
+        .split(|&b| b == 0)
+        .any(|arg| arg.windows(needle.len()).any(|w| w == needle))
+        && !is_zombie(pid)
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+fn kill_group(pid: i32, sig: Signal) {
+    if let Some(p) = Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process_group(p, sig);
+    }
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn spawn(cmd: &mut std::process::Command, log: &Path) -> anyhow::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt as _;
+    let log = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    for k in crate::SECRET_ENV {
+        cmd.env_remove(k);
+    }
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("starting {:?}", cmd.get_program()))?;
+    Ok(child)
+}
+
+async fn end(rec: &QemuRecord, dir: &SessionDir, grace: Duration) {
+    kill_group(rec.pid, Signal::TERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && pid_alive_with(rec.pid, &dir.path.join("link.sock")) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    kill_group(rec.pid, Signal::KILL);
+    kill_group(rec.link_pid, Signal::KILL);
+}
+
+impl Backend for QemuBackend {
+    async fn start(&self, dir: &SessionDir, req: &StartRequest) -> anyhow::Result<SessionRecord> {
+        let mut qemu = std::process::Command::new(&self.qemu);
+        qemu.args(self.args(dir, req));
+        // Both outlive this command (init reaps them); while it waits
+        // for the boot, QEMU's exit is seen through its handle.
+        let mut qemu_child = spawn(&mut qemu, &dir.path.join("qemu.log"))?;
+        let pid = qemu_child.id() as i32;
+        let exe = std::env::current_exe().context("locating host-cli")?;
+        let mut link = std::process::Command::new(exe);
+        link.arg("qemu-link").arg("--dir").arg(&dir.path);
+        if req.network.mode.uses_proxy() {
+            let paths = crate::egress::service::Paths::new(&dir.path, &dir.guest_path());
+            link.arg("--egress-socket").arg(&paths.guest_socket);
+        }
+        // The link waits for QEMU's socket itself.
+        let link_pid = spawn(&mut link, &dir.path.join("link.log"))?.id() as i32;
+        let q = QemuRecord {
+            pid,
+            link_pid,
+            accel: self.accel,
+        };
+        let rec = SessionRecord {
+            network: None,
+            egress_pid: None,
+            name: req.name.clone(),
+            backend: BackendKind::Qemu,
+            screen: req.screen,
+            created_unix: now_unix(),
+            local: None,
+            docker: None,
+            qemu: Some(q.clone()),
+        };
+        // The record is saved at once: `gc` finds the VM after a kill -9
+        // of this command during the boot.
+        dir.save(&rec)?;
+        let token = Secret::read(&dir.token_path())?;
+        let timeout = ready_timeout(self.accel);
+        let t0 = Instant::now();
+        loop {
+            let ready = async {
+                let c = UnixConnector(dir.socket_path());
+                let mut ch = Channel::open(Box::new(c), token.clone()).await.ok()?;
+                ch.health().await.ok()
+            };
+            let ready = tokio::time::timeout(Duration::from_secs(5), ready)
+                .await
+                .ok()
+                .flatten();
+            if let Some(h) = ready
+                && h.status != sandtop_protocol::HealthStatus::Down
+            {
+                return Ok(rec);
+            }
+            let qemu_up = matches!(qemu_child.try_wait(), Ok(None));
+            if t0.elapsed() > timeout || !qemu_up {
+                let why = if qemu_up {
+                    format!("the daemon did not answer within {timeout:?}")
+                } else {
+                    "QEMU exited".to_string()
+                };
+                let qlog = tail(&dir.path.join("qemu.log"), 10);
+                let console = tail(&dir.path.join("console.log"), 25);
+                let link = tail(&dir.path.join("link.log"), 5);
+                end(&q, dir, Duration::from_secs(2)).await;
+                bail!(
+                    "the VM guest did not become ready: {why}\n--- qemu.log ---\n{qlog}\n\
+                     --- console (last lines) ---\n{console}\n--- link.log ---\n{link}"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn stop(&self, dir: &SessionDir, rec: &SessionRecord) -> anyhow::Result<()> {
+        if let Some(q) = &rec.qemu {
+            end(q, dir, Duration::from_secs(5)).await;
+        }
+        Ok(())
+    }
+
+    async fn connector(
+        &self,
+        dir: &SessionDir,
+        _rec: &SessionRecord,
+    ) -> anyhow::Result<Box<dyn Connect>> {
+        Ok(Box::new(UnixConnector(dir.socket_path())))
+    }
+
+    async fn alive(&self, dir: &SessionDir, rec: &SessionRecord) -> bool {
+        alive(dir, rec)
+    }
+
+    async fn logs(&self, dir: &SessionDir, _rec: &SessionRecord) -> anyhow::Result<String> {
+        Ok(console_tail(dir, 200))
+    }
+}
+
+/// Whether the session's QEMU still runs (a reused pid does not count).
+pub fn alive(dir: &SessionDir, rec: &SessionRecord) -> bool {
+    rec.qemu
+        .as_ref()
+        .is_some_and(|q| pid_alive_with(q.pid, &dir.path.join("link.sock")))
+}
+
+/// The last `lines` lines of the VM's serial console (`guest logs`).
+pub fn console_tail(dir: &SessionDir, lines: usize) -> String {
+    tail(&dir.path.join("console.log"), lines)
+}
+
+/// Stops a session's processes without the image (gc, stop).
+pub async fn stop_processes(dir: &SessionDir, rec: &SessionRecord) {
+    if let Some(q) = &rec.qemu {
+        end(q, dir, Duration::from_secs(5)).await;
+    }
+}
+
+/// Options of the hidden `host-cli qemu-link` command.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LinkArgs {
+    /// The session folder (QEMU's `link.sock` and the `token` are in it;
+    /// `sandtopd.sock` is served there).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// The session's egress proxy socket, for the guest's egress streams.
+    #[arg(long)]
+    pub egress_socket: Option<PathBuf>,
+}
+
+/// The host end of the link: waits for QEMU's socket, sends the token,
+/// serves `sandtopd.sock` until QEMU closes the port.
+pub async fn serve_link(a: LinkArgs) -> anyhow::Result<()> {
+    let link = a.dir.join("link.sock");
+    let t0 = Instant::now();
+    let mut stream = loop {
+        match tokio::net::UnixStream::connect(&link).await {
+            Ok(s) => break s,
+            Err(e) if t0.elapsed() > Duration::from_secs(30) => {
+                bail!("QEMU's link socket {} never answered: {e}", link.display())
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    let token = Secret::read(&a.dir.join("token"))?;
+    sandtop_vmlink::write_preamble(&mut stream, token.expose().as_bytes())
+        .await
+        .context("sending the token to the guest")?;
+    drop(token);
+    let api = a.dir.join("sandtopd.sock");
+    let _ = std::fs::remove_file(&api);
+    let listener = {
+        // Created 0600: only this user reaches the daemon through it.
+        let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o177));
+        let l = tokio::net::UnixListener::bind(&api);
+        rustix::process::umask(old);
+        l.with_context(|| format!("binding {}", api.display()))?
+    };
+    let routes = sandtop_vmlink::Routes {
+        listen: Some(listener),
+        connect: a.egress_socket,
+    };
+    sandtop_vmlink::bridge(stream, sandtop_vmlink::Mode::Client, routes)
+        .await
+        .context("the link to the guest failed")?;
+    let _ = std::fs::remove_file(&api);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn backend(accel: Accel) -> QemuBackend {
+        QemuBackend {
+            image: VmImage {
+                dir: PathBuf::from("/img"),
+            },
+            accel,
+            limits: VmLimits::default(),
+            qemu: PathBuf::from("/usr/bin/qemu-system-x86_64"),
+            probe: false,
+            cpu: default_cpu(accel).into(),
+        }
+    }
+
+    fn req(mode: &str) -> StartRequest {
+        let mut network = crate::egress::service::EgressConfig::none();
+        network.mode = mode.parse().unwrap();
+        StartRequest {
+            name: "s1".into(),
+            screen: sandtop_protocol::Size::new(1280, 800),
+            network,
+        }
+    }
+
+    /// The hardening lives in the arguments: no network device, no
+    /// defaults, QEMU's own seccomp filter with every deny option, the
+    /// root disk read-only, the token nowhere.
+    #[test]
+    fn qemu_is_started_hardened_and_without_the_token() {
+        let dir = SessionDir {
+            name: "s1".into(),
+            path: PathBuf::from("/state/s1"),
+        };
+        let a = backend(Accel::Tcg).args(&dir, &req("none"));
+        let joined = a.join(" ");
+        for must in [
+            "-nodefaults",
+            "-no-user-config",
+            "-display none",
+            "-nic none",
+            "-sandbox on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+            "readonly=on",
+            "-no-reboot",
+            "-pidfile /state/s1/qemu.pid",
+            "sandtop.egress=direct",
+            "sandtop.screen=1280x800",
+            "accel=tcg",
+        ] {
+            assert!(joined.contains(must), "missing {must}: {joined}");
+        }
+        assert!(!joined.contains("token"), "{joined}");
+        assert!(!joined.contains("-netdev") && !joined.contains("virtio-net"));
+        let a = backend(Accel::Kvm).args(&dir, &req("allow:https://a.test"));
+        let joined = a.join(" ");
+        assert!(joined.contains("accel=kvm") && joined.contains("-cpu host"));
+        assert!(joined.contains("sandtop.egress=proxy"));
+    }
+
+    #[test]
+    fn a_missing_image_names_the_make_target() {
+        let tmp = tempfile::tempdir().unwrap();
+        let msg = format!("{:#}", VmImage::at(tmp.path().to_path_buf()).unwrap_err());
+        assert!(
+            msg.contains("make guest-vm") && msg.contains("vmlinuz"),
+            "{msg}"
+        );
+        for f in ["vmlinuz", "initrd.img", "rootfs.ext4"] {
+            std::fs::write(tmp.path().join(f), b"x").unwrap();
+        }
+        assert!(VmImage::at(tmp.path().to_path_buf()).is_ok());
+    }
+}
