@@ -57,6 +57,10 @@ pub enum Command {
     /// Guest figures: boot to ready, a step through the channel (socket
     /// and exec), idle memory, N guests side by side.
     Bench(crate::bench::BenchArgs),
+    /// Write one self-contained HTML report of a run folder (screenshots
+    /// with the model's actions drawn, approvals, usage, timings, network
+    /// decisions, the ending); it loads nothing when opened.
+    Report(crate::report::ReportArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -241,6 +245,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Act(a) => act(a).await,
         Command::Doctor(a) => crate::doctor::run(a).await,
         Command::Bench(a) => crate::bench::run(a).await,
+        Command::Report(a) => crate::report::run(a),
     }
 }
 

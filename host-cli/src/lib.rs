@@ -22,6 +22,7 @@ pub mod doctor;
 pub mod egress;
 pub mod guest;
 pub mod image_check;
+pub mod report;
 pub mod secret;
 pub mod session;
 pub mod term;
