@@ -96,7 +96,10 @@ pub fn embed(img: &Rgb8) -> Result<Embedded, String> {
         u16::try_from(tw).map_err(|_| "too wide for JPEG")?,
         u16::try_from(th).map_err(|_| "too tall for JPEG")?,
     );
-    let jpeg = super::jpeg::encode_rgb(pixels, ew, eh, QUALITY)?;
+    let mut jpeg = Vec::new();
+    jpeg_encoder::Encoder::new(&mut jpeg, QUALITY)
+        .encode(pixels, ew, eh, jpeg_encoder::ColorType::Rgb)
+        .map_err(|e| format!("JPEG encoding: {e}"))?;
     Ok(Embedded {
         uri: format!(
             "data:image/jpeg;base64,{}",

@@ -18,7 +18,6 @@
 mod events;
 mod html;
 mod image;
-mod jpeg;
 mod load;
 mod overlay;
 mod render;
