@@ -20,14 +20,19 @@ deps:
 build:
 	$(CARGO) build --release --locked --workspace
 
-## test: every test tier this host can run (installs what it needs; builds the guest image for the E tier)
+## test: every test tier this host can run (installs what it needs; builds the guest image for the E tier and the VM image for the VM tier)
 .PHONY: test
 test: deps
 	$(CARGO) build --locked --workspace --all-targets
 	@if docker version >/dev/null 2>&1; then \
 		$(MAKE) --no-print-directory guest-image; \
+		if command -v qemu-system-$$(uname -m) >/dev/null 2>&1; then \
+			./guest-vm/build.sh; \
+		else \
+			echo "make test: no qemu-system-$$(uname -m); the VM tier (host-cli/tests/qemu.rs) will SKIP"; \
+		fi; \
 	else \
-		echo "make test: no Docker engine answers; the E tier (tests/tests/e2e.rs) will SKIP"; \
+		echo "make test: no Docker engine answers; the E tier (tests/tests/e2e.rs) and the VM tier will SKIP"; \
 	fi
 	$(CARGO) test --locked --workspace --no-fail-fast
 	$(MAKE) --no-print-directory sdk-test

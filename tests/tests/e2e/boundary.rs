@@ -532,6 +532,7 @@ async fn live_session(ctx: &Ctx, store: &Store, uid: u32, name: String) -> anyho
             container_name: format!("sandtop-{name}"),
             image: docker::DEFAULT_IMAGE.into(),
         }),
+        qemu: None,
         network: None,
         egress_pid: None,
     })?;
