@@ -426,6 +426,13 @@ impl Backend for QemuBackend {
         let mut link = std::process::Command::new(exe);
         link.arg("qemu-link").arg("--dir").arg(&dir.path);
         if req.network.mode.uses_proxy() {
+            // The egress proxy's socket goes where a Docker guest would
+            // see it (`guest/egress.sock`); the link connects to it there.
+            use std::os::unix::fs::DirBuilderExt as _;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(dir.guest_path())
+                .with_context(|| format!("creating {}", dir.guest_path().display()))?;
             let paths = crate::egress::service::Paths::new(&dir.path, &dir.guest_path());
             link.arg("--egress-socket").arg(&paths.guest_socket);
         }
