@@ -21,7 +21,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT/fuzz"
 RUNS="${FUZZ_RUNS:-1000000}"
 SECONDS_MAX="${FUZZ_SECONDS:-300}"
-TARGETS="${FUZZ_TARGETS:-batch_request daemon_bodies scale_map egress_origin proxy_head client_hello trajectory}"
+TARGETS="${FUZZ_TARGETS:-batch_request daemon_bodies daemon_http scale_map egress_origin proxy_head client_hello trajectory}"
 TRIPLE="$(rustc -vV | sed -n 's/^host: //p')"
 export RUSTFLAGS="--cfg fuzzing -C debug-assertions -C overflow-checks \
  -C passes=sancov-module -C llvm-args=-sanitizer-coverage-level=4 \

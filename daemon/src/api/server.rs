@@ -112,16 +112,24 @@ impl Listener {
     }
 }
 
+/// The HTTP/1.1 settings every connection is served with (a deadline of
+/// `header_timeout` on reading a request head, keep-alive). Public so that
+/// the `daemon_http` fuzz target serves the router exactly this way.
+pub fn http1(header_timeout: Duration) -> hyper::server::conn::http1::Builder {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(true);
+    builder
+}
+
 fn serve_conn<IO>(router: &Router, graceful: &GracefulShutdown, header_timeout: Duration, io: IO)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = TowerToHyperService::new(router.clone());
-    let conn = hyper::server::conn::http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout)
-        .keep_alive(true)
-        .serve_connection(TokioIo::new(io), service);
+    let conn = http1(header_timeout).serve_connection(TokioIo::new(io), service);
     let conn = graceful.watch(conn);
     tokio::spawn(async move {
         if let Err(e) = conn.await {
