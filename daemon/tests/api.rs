@@ -1295,6 +1295,15 @@ async fn a3_browser_headers_and_foreign_hosts_are_403_with_no_side_effect() {
             .unwrap();
         fx.call(req).await.assert_error(403, ErrorCode::Forbidden);
     }
+    // Two Host headers, the first allowed: refused, whatever the second.
+    for second in ["evil.test", "localhost"] {
+        let mut req = fx.post(paths::ACTIONS, &body);
+        req.headers_mut()
+            .append(header::HOST, "localhost".parse().unwrap());
+        req.headers_mut()
+            .append(header::HOST, second.parse().unwrap());
+        fx.call(req).await.assert_error(403, ErrorCode::Forbidden);
+    }
     assert_eq!(fx.events(), vec![], "a refused request reached the driver");
 
     for host in [

@@ -56,8 +56,11 @@ pub async fn guard(State(state): State<Arc<ApiState>>, req: Request, next: Next)
             "browser headers",
         );
     }
-    if let Some(host) = headers.get(header::HOST) {
-        let ok = host.to_str().is_ok_and(host_allowed);
+    // Every Host header, and one at most (RFC 9112 section 3.2): a second
+    // one must not smuggle a foreign name past a check of the first.
+    let mut hosts = headers.get_all(header::HOST).iter();
+    if let Some(host) = hosts.next() {
+        let ok = host.to_str().is_ok_and(host_allowed) && hosts.next().is_none();
         if !ok {
             return refuse(
                 &state,

@@ -948,7 +948,9 @@ pub fn exercise_setup(
         computer: !browser,
         browser: toolset,
         instructions: None,
-        max_steps: 60,
+        // Room for slow launches: a waiting turn is about a second, and
+        // the script waits up to a minute per window (exercise.rs).
+        max_steps: 150,
         max_duration: Some(Duration::from_secs(300)),
         // As `run` with a model: nothing stored, the conversation resent.
         store: false,

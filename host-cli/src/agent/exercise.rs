@@ -12,6 +12,8 @@
 //! the dialog's selected place), waiting with `wait` actions, never with
 //! sleeps of its own.
 
+use std::time::{Duration, Instant};
+
 use base64::Engine as _;
 use serde_json::{Value, json};
 
@@ -36,6 +38,8 @@ pub const STORE_PATH: &str = "/home/user/demo/submissions.jsonl";
 const BUTTON: [u8; 3] = [0x25, 0x63, 0xeb];
 /// GTK's (Adwaita) selection colour: the Save dialog's selected place.
 const GTK_SELECTED: [u8; 3] = [53, 132, 228];
+/// Rows above this are the editor's title, menu and tab bars.
+const DIALOG_TOP: u32 = 100;
 
 /// An RGB image decoded from a screenshot.
 #[derive(Debug, Clone)]
@@ -74,11 +78,45 @@ impl Frame {
         white as f64 / (px.len() / 3).max(1) as f64
     }
 
+    /// Pixels of exactly this colour in rows `y0..`.
+    pub fn count_below(&self, y0: u32, color: [u8; 3]) -> usize {
+        let start = (y0.min(self.height) * self.width * 3) as usize;
+        self.rgb[start..]
+            .chunks_exact(3)
+            .filter(|p| *p == color)
+            .count()
+    }
+
     /// A maximised plain text editor: just below its menu bar, rows of
     /// nothing but white (a browser has its toolbar there, a dialog its
-    /// own widgets).
+    /// own widgets). When the editor holds two documents, a tab bar sits
+    /// there instead, its current tab underlined in the selection colour,
+    /// and the white page begins below it.
     pub fn editor_visible(&self) -> bool {
-        self.white_share(70, 100) > 0.95
+        if self.white_share(70, 100) > 0.95 {
+            return true;
+        }
+        let tab_line = (80..96).any(|y| self.row_count(y, GTK_SELECTED) >= self.width as usize / 4);
+        tab_line && self.white_share(100, 130) > 0.95
+    }
+
+    /// Pixels of exactly this colour in row `y`.
+    fn row_count(&self, y: u32, color: [u8; 3]) -> usize {
+        if y >= self.height {
+            return 0;
+        }
+        let row = self.width as usize * 3;
+        self.rgb[y as usize * row..(y as usize + 1) * row]
+            .chunks_exact(3)
+            .filter(|p| *p == color)
+            .count()
+    }
+
+    /// The Save dialog: its selected place, a wide block of the selection
+    /// colour below the editor's menu and tab bars (a tab's underline is
+    /// that colour too).
+    pub fn save_dialog_visible(&self) -> bool {
+        self.count_below(DIALOG_TOP, GTK_SELECTED) > 2000
     }
 }
 
@@ -119,15 +157,42 @@ pub struct ExerciseScript {
     stage: Stage,
     n: u32,
     tries: u32,
+    /// When the current stage began, and when its window was last asked
+    /// for (a key press).
+    stage_started: Instant,
+    last_ask: Instant,
+    patience: Patience,
     /// Stop once the form is saved (`host-cli bench --browser` compares
     /// this with the browser exercise).
     form_only: bool,
 }
 
-/// How many `wait` rounds any one window may take.
-const MAX_TRIES: u32 = 30;
-/// A window not there after this many waits is asked for again.
-const RETRY_EVERY: u32 = 4;
+/// How long the script waits for a window, in turns and in time. A `wait`
+/// ends once the screen has been quiet for a moment, so on a still screen
+/// it is short: counting turns alone gives a slow launch (a loaded CI
+/// machine) only seconds. Both bounds must be spent before the script
+/// gives up, and a window is asked for again only when the last request
+/// is old enough that the launch was plausibly lost: asking while a slow
+/// launch is under way opens the editor twice (as a second tab, which
+/// hides the page the script looks for).
+#[derive(Debug, Clone, Copy)]
+struct Patience {
+    max_turns: u32,
+    max_time: Duration,
+    ask_again_after: Duration,
+}
+
+impl Patience {
+    const DEFAULT: Patience = Patience {
+        max_turns: 30,
+        max_time: Duration::from_secs(60),
+        ask_again_after: Duration::from_secs(10),
+    };
+}
+
+/// The `wait` actions of one waiting turn: three quiet periods (about a
+/// second on a still screen), so that the time bound fits the step budget.
+const WAITS_PER_TURN: usize = 3;
 
 impl Default for ExerciseScript {
     fn default() -> ExerciseScript {
@@ -138,10 +203,14 @@ impl Default for ExerciseScript {
 impl ExerciseScript {
     /// The whole exercise, or (`form_only`) the form alone.
     pub fn new(form_only: bool) -> ExerciseScript {
+        let now = Instant::now();
         ExerciseScript {
             stage: Stage::Start,
             n: 0,
             tries: 0,
+            stage_started: now,
+            last_ask: now,
+            patience: Patience::DEFAULT,
             form_only,
         }
     }
@@ -165,27 +234,39 @@ impl ExerciseScript {
         vec![computer_call(self.n, actions, checks)]
     }
 
-    /// Waits for a window; every [`RETRY_EVERY`] rounds it asks for the
-    /// window again (`retry`), as a person would when a launch got lost
-    /// (say, a key pressed while the window manager was still starting).
+    /// Waits for a window; when the last request for it is older than
+    /// [`Patience::ask_again_after`] it asks again (`retry`), as a person
+    /// would when a launch got lost (say, a key pressed while the window
+    /// manager was still starting).
     fn waiting(&mut self, what: &str, retry: Option<Value>) -> Result<Vec<Value>, String> {
         self.tries += 1;
-        if self.tries > MAX_TRIES {
-            return Err(format!("{what} did not appear after {MAX_TRIES} waits"));
+        let p = self.patience;
+        let waited = self.stage_started.elapsed();
+        if self.tries > p.max_turns && waited >= p.max_time {
+            return Err(format!(
+                "{what} did not appear after {} waiting turns ({:.0} s)",
+                self.tries - 1,
+                waited.as_secs_f64()
+            ));
         }
         let mut actions = Vec::new();
         if let Some(r) = retry
-            && self.tries.is_multiple_of(RETRY_EVERY)
+            && self.last_ask.elapsed() >= p.ask_again_after
         {
             actions.push(r);
+            self.last_ask = Instant::now();
         }
-        actions.push(wait());
+        actions.extend(std::iter::repeat_n(wait(), WAITS_PER_TURN));
         Ok(self.call(actions, vec![]))
     }
 
+    /// The next stage: its clocks start now (every stage's first turn
+    /// asks for its window, or needs none).
     fn advance(&mut self, stage: Stage) {
         self.stage = stage;
         self.tries = 0;
+        self.stage_started = Instant::now();
+        self.last_ask = self.stage_started;
     }
 }
 
@@ -257,7 +338,7 @@ impl Script for ExerciseScript {
                 )
             }
             Stage::WaitDialog => {
-                if shot.as_ref().is_none_or(|s| s.count(GTK_SELECTED) <= 2000) {
+                if !shot.as_ref().is_some_and(Frame::save_dialog_visible) {
                     return self.waiting("the save dialog", None).map(Some);
                 }
                 self.advance(Stage::WaitDialogClosed);
@@ -267,7 +348,7 @@ impl Script for ExerciseScript {
                 )
             }
             Stage::WaitDialogClosed => {
-                if shot.as_ref().is_some_and(|s| s.count(GTK_SELECTED) > 2000) {
+                if shot.as_ref().is_some_and(Frame::save_dialog_visible) {
                     // The file name's completion popup can take the first
                     // Enter; press it again until the dialog has gone.
                     return self
@@ -408,7 +489,7 @@ mod tests {
         );
         // No form yet: wait.
         let w = s.next(&request_with(&blank)).unwrap().unwrap();
-        assert_eq!(w[0]["actions"], json!([{"type": "wait"}]));
+        assert_eq!(w[0]["actions"], Value::Array(vec![wait(); WAITS_PER_TURN]));
         // The form (800 blue pixels): fill it.
         let fill = s.next(&request_with(&form)).unwrap().unwrap();
         assert_eq!(
@@ -417,22 +498,102 @@ mod tests {
         );
         // Still the form: wait for the saved page.
         let w = s.next(&request_with(&form)).unwrap().unwrap();
-        assert_eq!(w[0]["actions"], json!([{"type": "wait"}]));
+        assert_eq!(w[0]["actions"], Value::Array(vec![wait(); WAITS_PER_TURN]));
+    }
+
+    /// A script whose time bounds are `max_time` and `ask_again_after`.
+    fn impatient(max_time: Duration, ask_again_after: Duration) -> ExerciseScript {
+        let mut s = ExerciseScript::default();
+        s.patience = Patience {
+            max_turns: 5,
+            max_time,
+            ask_again_after,
+        };
+        s
     }
 
     #[test]
-    fn waiting_forever_is_an_error() {
-        let mut s = ExerciseScript::default();
+    fn waiting_forever_is_an_error_once_turns_and_time_are_spent() {
         let blank = png_url(10, 10, |_, _| [0, 0, 0]);
+        let mut s = impatient(Duration::ZERO, Duration::from_secs(3600));
         s.next(&request_with(&blank)).unwrap();
-        for _ in 0..MAX_TRIES {
+        for _ in 0..5 {
             s.next(&request_with(&blank)).unwrap();
         }
+        let err = s.next(&request_with(&blank)).unwrap_err();
+        assert!(err.contains("demo form"), "{err}");
+        assert!(err.contains("5 waiting turns"), "{err}");
+        // Turns spent but not the time: the script keeps waiting.
+        let mut s = impatient(Duration::from_secs(3600), Duration::from_secs(3600));
+        s.next(&request_with(&blank)).unwrap();
+        for _ in 0..50 {
+            s.next(&request_with(&blank)).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_window_is_asked_for_again_only_when_the_last_request_is_old() {
+        let blank = png_url(10, 10, |_, _| [0, 0, 0]);
+        let presses = |s: &mut ExerciseScript, turns: usize| {
+            (0..turns)
+                .filter(|_| {
+                    let out = s.next(&request_with(&blank)).unwrap().unwrap();
+                    out[0]["actions"][0]["type"] == "keypress"
+                })
+                .count()
+        };
+        // A recent request: no second launch however many turns pass.
+        let mut s = impatient(Duration::from_secs(3600), Duration::from_secs(3600));
+        s.next(&request_with(&blank)).unwrap();
+        assert_eq!(presses(&mut s, 20), 0);
+        // An old one (here at once): asked again, with Super+B.
+        let mut s = impatient(Duration::from_secs(3600), Duration::ZERO);
+        s.next(&request_with(&blank)).unwrap();
+        let out = s.next(&request_with(&blank)).unwrap().unwrap();
+        assert_eq!(out[0]["actions"][0], keypress(&["SUPER", "B"]));
+        assert_eq!(presses(&mut s, 3), 3);
+    }
+
+    /// A 1280x800 frame drawn by `color`, decoded as the script sees it.
+    fn frame(color: impl Fn(u32, u32) -> [u8; 3]) -> Frame {
+        let url = png_url(1280, 800, color);
+        Frame::from_data_url(&url).unwrap()
+    }
+
+    const GREY: [u8; 3] = [0xe8, 0xe8, 0xe7];
+
+    #[test]
+    fn the_editor_is_recognised_with_and_without_tabs_and_the_browser_is_not() {
+        // One document: title and menu bar, then white.
+        let single = frame(|_, y| if y < 48 { GREY } else { [255; 3] });
+        assert!(single.editor_visible());
+        // Two documents (Mousepad opens a second launch as a tab): a tab
+        // bar over rows 50..91, the current tab underlined.
+        let tabbed = frame(|x, y| match y {
+            0..50 => GREY,
+            87..91 if x >= 645 => GTK_SELECTED,
+            50..91 => GREY,
+            _ => [255; 3],
+        });
+        assert!(tabbed.editor_visible());
         assert!(
-            s.next(&request_with(&blank))
-                .unwrap_err()
-                .contains("demo form")
+            !tabbed.save_dialog_visible(),
+            "a tab's underline is not the Save dialog"
         );
+        // A browser: its toolbar down to row 85, a white page below.
+        let browser = frame(|_, y| if y < 86 { GREY } else { [255; 3] });
+        assert!(!browser.editor_visible());
+        // The Save dialog's selected place, over the editor.
+        let dialog = frame(|x, y| {
+            if (300..500).contains(&x) && (300..330).contains(&y) {
+                GTK_SELECTED
+            } else if y < 48 {
+                GREY
+            } else {
+                [255; 3]
+            }
+        });
+        assert!(dialog.save_dialog_visible());
     }
 
     #[test]
