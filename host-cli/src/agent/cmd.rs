@@ -948,7 +948,7 @@ pub fn exercise_setup(
         computer: !browser,
         browser: toolset,
         instructions: None,
-        // Room for slow launches: a waiting turn is about a second, and
+        // Room for slow launches: a slow waiting turn is about a second, and
         // the script waits up to a minute per window (exercise.rs).
         max_steps: 150,
         max_duration: Some(Duration::from_secs(300)),

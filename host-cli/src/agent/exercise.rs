@@ -190,9 +190,12 @@ impl Patience {
     };
 }
 
-/// The `wait` actions of one waiting turn: three quiet periods (about a
-/// second on a still screen), so that the time bound fits the step budget.
-const WAITS_PER_TURN: usize = 3;
+/// The `wait` actions of one waiting turn: one while the window may just
+/// be drawing (a quick answer when it does), then three quiet periods
+/// (about a second on a still screen), so that the time bound fits the
+/// step budget.
+const QUICK_TURNS: u32 = 8;
+const WAITS_PER_SLOW_TURN: usize = 3;
 
 impl Default for ExerciseScript {
     fn default() -> ExerciseScript {
@@ -256,7 +259,12 @@ impl ExerciseScript {
             actions.push(r);
             self.last_ask = Instant::now();
         }
-        actions.extend(std::iter::repeat_n(wait(), WAITS_PER_TURN));
+        let waits = if self.tries <= QUICK_TURNS {
+            1
+        } else {
+            WAITS_PER_SLOW_TURN
+        };
+        actions.extend(std::iter::repeat_n(wait(), waits));
         Ok(self.call(actions, vec![]))
     }
 
@@ -489,7 +497,7 @@ mod tests {
         );
         // No form yet: wait.
         let w = s.next(&request_with(&blank)).unwrap().unwrap();
-        assert_eq!(w[0]["actions"], Value::Array(vec![wait(); WAITS_PER_TURN]));
+        assert_eq!(w[0]["actions"], json!([{"type": "wait"}]));
         // The form (800 blue pixels): fill it.
         let fill = s.next(&request_with(&form)).unwrap().unwrap();
         assert_eq!(
@@ -498,7 +506,7 @@ mod tests {
         );
         // Still the form: wait for the saved page.
         let w = s.next(&request_with(&form)).unwrap().unwrap();
-        assert_eq!(w[0]["actions"], Value::Array(vec![wait(); WAITS_PER_TURN]));
+        assert_eq!(w[0]["actions"], json!([{"type": "wait"}]));
     }
 
     /// A script whose time bounds are `max_time` and `ask_again_after`.
@@ -526,8 +534,15 @@ mod tests {
         // Turns spent but not the time: the script keeps waiting.
         let mut s = impatient(Duration::from_secs(3600), Duration::from_secs(3600));
         s.next(&request_with(&blank)).unwrap();
-        for _ in 0..50 {
-            s.next(&request_with(&blank)).unwrap();
+        for turn in 1..=50 {
+            let out = s.next(&request_with(&blank)).unwrap().unwrap();
+            // Quick turns first, then longer ones.
+            let waits = out[0]["actions"].as_array().unwrap().len();
+            assert_eq!(
+                waits,
+                if turn <= QUICK_TURNS { 1 } else { 3 },
+                "turn {turn}"
+            );
         }
     }
 
