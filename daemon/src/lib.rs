@@ -35,4 +35,5 @@ pub mod relay;
 pub mod supervise;
 pub mod token;
 pub mod vm_link;
+pub mod wm_check;
 pub mod xauth;

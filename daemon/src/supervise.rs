@@ -9,7 +9,8 @@
 //!    round trip is fresher than [`STALE_AFTER`], so a dead *or* hung server
 //!    turns health bad within 2 s (H2). It also checks the window manager
 //!    through `_NET_SUPPORTING_WM_CHECK`, which is what a WM really
-//!    advertises, in both spawned and attached modes (H1).
+//!    advertises, and that its event loop answers ([`crate::wm_check`]),
+//!    in both spawned and attached modes (H1).
 //! 3. [`Supervisor::run`] waits on the children: Xvfb exiting (or hanging
 //!    past [`HUNG_AFTER`]) restarts it on the same display number, then the
 //!    window manager, then tells the desktop task to reconnect.
@@ -23,12 +24,12 @@ use std::time::{Duration, Instant};
 use sandtop_protocol::Size;
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
-use x11rb::connection::Connection as _;
-use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
+use x11rb::protocol::xproto::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
 
 use crate::desktop::{DesktopHandle, Job};
 use crate::ratelimit::LogLimiter;
+use crate::wm_check::WmCheck;
 
 /// Round trip interval of the monitor.
 pub const PING_EVERY: Duration = Duration::from_millis(250);
@@ -275,33 +276,25 @@ pub fn spawn_monitor(display: DisplayName, health: Arc<DisplayHealth>, stop: Arc
 }
 
 fn monitor(display: &DisplayName, health: &DisplayHealth, stop: &AtomicBool) {
-    let mut conn: Option<(RustConnection, usize, u32)> = None;
+    let mut conn: Option<(RustConnection, WmCheck)> = None;
     while !stop.load(Ordering::Acquire) {
         if conn.is_none() {
             conn = crate::xauth::connect(Some(&display.get()))
                 .ok()
                 .and_then(|(c, screen)| {
-                    let atom = c
-                        .intern_atom(false, b"_NET_SUPPORTING_WM_CHECK")
-                        .ok()?
-                        .reply()
-                        .ok()?
-                        .atom;
-                    Some((c, screen, atom))
+                    let wm = WmCheck::new(&c, screen)?;
+                    Some((c, wm))
                 });
         }
-        match &conn {
-            Some((c, screen, atom)) => {
+        match &mut conn {
+            Some((c, wm)) => {
                 if c.get_input_focus()
                     .ok()
                     .and_then(|ck| ck.reply().ok())
                     .is_some()
                 {
                     health.mark_ok();
-                    let root = c.setup().roots[*screen].root;
-                    health
-                        .wm_alive
-                        .store(wm_present(c, root, *atom), Ordering::Release);
+                    health.wm_alive.store(wm.present(c), Ordering::Release);
                 } else {
                     health.mark_down();
                     conn = None;
@@ -311,21 +304,6 @@ fn monitor(display: &DisplayName, health: &DisplayHealth, stop: &AtomicBool) {
         }
         std::thread::sleep(PING_EVERY);
     }
-}
-
-/// A compliant window manager sets `_NET_SUPPORTING_WM_CHECK` on the root
-/// to a window that carries the same property pointing at itself. A dead
-/// WM leaves the root property behind, but its window is gone.
-fn wm_present(c: &RustConnection, root: u32, atom: u32) -> bool {
-    let get = |w: u32| -> Option<u32> {
-        c.get_property(false, w, atom, AtomEnum::WINDOW, 0, 1)
-            .ok()?
-            .reply()
-            .ok()?
-            .value32()?
-            .next()
-    };
-    get(root).is_some_and(|w| get(w) == Some(w))
 }
 
 /// Owns the spawned children and restarts them.

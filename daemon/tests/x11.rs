@@ -758,6 +758,116 @@ fn pgrep_children(parent: i32, name: &str) -> Vec<i32> {
         .collect()
 }
 
+/// H1b: a window manager counts once its event loop answers, not when it
+/// has only set its check. The test plays the WM: it sets
+/// `_NET_SUPPORTING_WM_CHECK` and advertises `_NET_REQUEST_FRAME_EXTENTS`
+/// but answers nothing, and health stays degraded (openbox sets its check
+/// before it grabs its keys; under emulation a key pressed in between is
+/// lost). Once it answers the daemon's request, health is ok.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_window_manager_counts_only_once_its_event_loop_answers() {
+    use x11rb::connection::Connection as _;
+    use x11rb::protocol::Event;
+    use x11rb::protocol::xproto::{
+        AtomEnum, ChangeWindowAttributesAux, ConnectionExt as _, CreateWindowAux, EventMask,
+        PropMode, WindowClass,
+    };
+    use x11rb::wrapper::ConnectionExt as _;
+
+    let Some(x) = Xvfb::start(800, 600) else {
+        return;
+    };
+    let (c, screen) = x11rb::connect(Some(&x.display)).unwrap();
+    let root = c.setup().roots[screen].root;
+    let atom = |n: &str| {
+        c.intern_atom(false, n.as_bytes())
+            .unwrap()
+            .reply()
+            .unwrap()
+            .atom
+    };
+    let (check, supported, request, extents) = (
+        atom("_NET_SUPPORTING_WM_CHECK"),
+        atom("_NET_SUPPORTED"),
+        atom("_NET_REQUEST_FRAME_EXTENTS"),
+        atom("_NET_FRAME_EXTENTS"),
+    );
+    // The fake WM: the redirect on the root (so the daemon's request comes
+    // here), its check window pointing at itself, the message advertised.
+    c.change_window_attributes(
+        root,
+        &ChangeWindowAttributesAux::new().event_mask(EventMask::SUBSTRUCTURE_REDIRECT),
+    )
+    .unwrap()
+    .check()
+    .unwrap();
+    let w = c.generate_id().unwrap();
+    c.create_window(
+        0,
+        w,
+        root,
+        0,
+        0,
+        1,
+        1,
+        0,
+        WindowClass::INPUT_OUTPUT,
+        0,
+        &CreateWindowAux::new(),
+    )
+    .unwrap();
+    c.change_property32(PropMode::REPLACE, w, check, AtomEnum::WINDOW, &[w])
+        .unwrap();
+    c.change_property32(PropMode::REPLACE, root, check, AtomEnum::WINDOW, &[w])
+        .unwrap();
+    c.change_property32(
+        PropMode::REPLACE,
+        root,
+        supported,
+        AtomEnum::ATOM,
+        &[request],
+    )
+    .unwrap();
+    c.flush().unwrap();
+
+    // A supervised "window manager" process that does nothing.
+    let d = Daemon::spawn(&["--display", &x.display, "--wm", "sleep", "--wm-arg", "600"]);
+    wait_health(&d, |h| h["status"] != "down", LONG).await;
+    // The daemon asks (repeatedly); unanswered, the WM is not counted.
+    let end = Instant::now() + LONG;
+    let asker = loop {
+        if let Some(Event::ClientMessage(m)) = c.poll_for_event().unwrap()
+            && m.type_ == request
+        {
+            break m.window;
+        }
+        assert!(Instant::now() < end, "the daemon never asked the WM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    for _ in 0..10 {
+        let (_, h) = d.health().await;
+        assert_eq!(h["window_manager"], false, "{h}");
+        assert_eq!(h["status"], "degraded", "{h}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The WM answers: now it counts.
+    c.change_property32(
+        PropMode::REPLACE,
+        asker,
+        extents,
+        AtomEnum::CARDINAL,
+        &[1, 1, 20, 1],
+    )
+    .unwrap();
+    c.flush().unwrap();
+    wait_health(
+        &d,
+        |h| h["status"] == "ok" && h["window_manager"] == true,
+        LONG,
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn health_follows_the_window_manager_and_the_display() {
     if !skip::have("Xvfb") || !skip::have("openbox") {

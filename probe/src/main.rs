@@ -13,7 +13,7 @@
 //!   names, extra files in /run/sandtop, PID 1, zombies).
 //! - `sandtop-probe orphans`: leaves an orphan to PID 1, then reports
 //!   whether any zombie is left after it exited (C8).
-//! - `sandtop-probe ps`: the processes (pid, uid, state, comm, argv0).
+//! - `sandtop-probe ps`: the processes (pid, uid, state, comm, argv0, wchan).
 //!
 //! It is not a weapon: the stress the E tier puts on a guest (a fork bomb,
 //! a memory hog) is test-only shell the tests run through exec, and does
@@ -583,7 +583,10 @@ fn processes() -> Vec<Value> {
             let (state, comm, ppid) = stat(pid)?;
             let uid = std::fs::metadata(format!("/proc/{pid}")).ok()?.uid();
             let argv0 = cmdline(pid).split(' ').next().unwrap_or("").to_string();
-            Some(json!({ "pid": pid, "ppid": ppid, "uid": uid, "state": state, "comm": comm, "argv0": argv0 }))
+            // Where a sleeping process waits in the kernel (empty when
+            // the kernel does not tell this reader).
+            let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+            Some(json!({ "pid": pid, "ppid": ppid, "uid": uid, "state": state, "comm": comm, "argv0": argv0, "wchan": wchan }))
         })
         .collect()
 }

@@ -511,13 +511,14 @@ mod tests {
 
     /// A script whose time bounds are `max_time` and `ask_again_after`.
     fn impatient(max_time: Duration, ask_again_after: Duration) -> ExerciseScript {
-        let mut s = ExerciseScript::default();
-        s.patience = Patience {
-            max_turns: 5,
-            max_time,
-            ask_again_after,
-        };
-        s
+        ExerciseScript {
+            patience: Patience {
+                max_turns: 5,
+                max_time,
+                ask_again_after,
+            },
+            ..ExerciseScript::default()
+        }
     }
 
     #[test]

@@ -648,7 +648,7 @@ impl DockerBackend {
             })
             .await;
             match attempt {
-                Ok(Ok(h)) if h.status == sandtop_protocol::HealthStatus::Ok => return Ok(()),
+                Ok(Ok(h)) if super::ready(&h) => return Ok(()),
                 Ok(Ok(h)) => {
                     last = format!(
                         "health {:?} (X connected: {}, window manager: {:?})",

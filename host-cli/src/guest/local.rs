@@ -163,9 +163,7 @@ impl Backend for LocalBackend {
                 ch.health().await.ok()
             }
             .await;
-            if let Some(h) = ready
-                && h.status != sandtop_protocol::HealthStatus::Down
-            {
+            if ready.as_ref().is_some_and(super::ready) {
                 return Ok(rec);
             }
             if Instant::now() > end || !(is_our_daemon(pid, dir) || still_starting(pid)) {

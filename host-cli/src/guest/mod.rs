@@ -91,6 +91,15 @@ pub enum Probe {
     Silent,
 }
 
+/// Whether a booting guest is ready for work: its daemon answers with
+/// health `ok` (X up and, when one is expected, the window manager
+/// serving). `degraded` is not ready: a window manager still starting
+/// loses the keys sent to it (a VM under TCG showed an empty screen after
+/// Super+T pressed the moment the backend said ready).
+pub fn ready(h: &sandtop_protocol::Health) -> bool {
+    h.status == sandtop_protocol::HealthStatus::Ok
+}
+
 /// The state of a session from whether its guest still exists and what
 /// its daemon said.
 pub fn classify(alive: bool, probe: Probe) -> State {
@@ -376,6 +385,22 @@ mod tests {
 
     use super::*;
     use crate::session::remove::tests::{CHILD, GUEST, OTHER, check_child, chown_tree, rerun};
+
+    #[test]
+    fn a_guest_is_ready_only_when_its_health_is_ok() {
+        let health = |status: &str, wm: Option<bool>| -> sandtop_protocol::Health {
+            serde_json::from_value(serde_json::json!({
+                "status": status, "x_connected": status != "down",
+                "display": {"width": 1280, "height": 800},
+                "window_manager": wm, "display_restarts": 0, "uptime_ms": 1,
+            }))
+            .unwrap()
+        };
+        assert!(ready(&health("ok", Some(true))));
+        assert!(ready(&health("ok", None)));
+        assert!(!ready(&health("degraded", Some(false))));
+        assert!(!ready(&health("down", Some(false))));
+    }
 
     #[test]
     fn states_follow_the_daemons_lifecycle_and_the_guests_existence() {

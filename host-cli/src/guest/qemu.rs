@@ -460,6 +460,7 @@ impl Backend for QemuBackend {
         let token = Secret::read(&dir.token_path())?;
         let timeout = ready_timeout(self.accel);
         let t0 = Instant::now();
+        let mut last = None;
         loop {
             let ready = async {
                 let c = UnixConnector(dir.socket_path());
@@ -470,14 +471,19 @@ impl Backend for QemuBackend {
                 .await
                 .ok()
                 .flatten();
-            if let Some(h) = ready
-                && h.status != sandtop_protocol::HealthStatus::Down
-            {
+            if ready.as_ref().is_some_and(super::ready) {
                 return Ok(rec);
             }
+            last = ready.or(last);
             let qemu_up = matches!(qemu_child.try_wait(), Ok(None));
             if t0.elapsed() > timeout || !qemu_up {
-                let why = if qemu_up {
+                let why = if let (true, Some(h)) = (qemu_up, &last) {
+                    format!(
+                        "the daemon's health was still {:?} after {timeout:?} (X connected: {}, \
+                         window manager: {:?})",
+                        h.status, h.x_connected, h.window_manager
+                    )
+                } else if qemu_up {
                     format!("the daemon did not answer within {timeout:?}")
                 } else {
                     "QEMU exited".to_string()
