@@ -112,6 +112,15 @@ impl Frame {
             .count()
     }
 
+    /// The editor with no dialog over it: not the dialog's selected place,
+    /// and the middle of the screen (where a dialog sits, whether focused
+    /// or behind its completion popup, when its selection turns grey) is
+    /// the editor's blank page below the note's few lines.
+    pub fn editor_alone(&self) -> bool {
+        !self.save_dialog_visible()
+            && self.white_share(self.height * 3 / 8, self.height * 5 / 8) > 0.95
+    }
+
     /// The Save dialog: its selected place, a wide block of the selection
     /// colour below the editor's menu and tab bars (a tab's underline is
     /// that colour too).
@@ -180,6 +189,9 @@ struct Patience {
     max_turns: u32,
     max_time: Duration,
     ask_again_after: Duration,
+    /// Enter in the Save dialog is pressed again sooner: it launches
+    /// nothing.
+    confirm_again_after: Duration,
 }
 
 impl Patience {
@@ -187,6 +199,7 @@ impl Patience {
         max_turns: 30,
         max_time: Duration::from_secs(60),
         ask_again_after: Duration::from_secs(10),
+        confirm_again_after: Duration::from_secs(2),
     };
 }
 
@@ -242,6 +255,16 @@ impl ExerciseScript {
     /// would when a launch got lost (say, a key pressed while the window
     /// manager was still starting).
     fn waiting(&mut self, what: &str, retry: Option<Value>) -> Result<Vec<Value>, String> {
+        self.waiting_with(what, retry, self.patience.ask_again_after)
+    }
+
+    /// [`ExerciseScript::waiting`], asking again after `again_after`.
+    fn waiting_with(
+        &mut self,
+        what: &str,
+        retry: Option<Value>,
+        again_after: Duration,
+    ) -> Result<Vec<Value>, String> {
         self.tries += 1;
         let p = self.patience;
         let waited = self.stage_started.elapsed();
@@ -254,7 +277,7 @@ impl ExerciseScript {
         }
         let mut actions = Vec::new();
         if let Some(r) = retry
-            && self.last_ask.elapsed() >= p.ask_again_after
+            && self.last_ask.elapsed() >= again_after
         {
             actions.push(r);
             self.last_ask = Instant::now();
@@ -356,11 +379,16 @@ impl Script for ExerciseScript {
                 )
             }
             Stage::WaitDialogClosed => {
-                if shot.as_ref().is_some_and(Frame::save_dialog_visible) {
+                if !shot.as_ref().is_some_and(Frame::editor_alone) {
                     // The file name's completion popup can take the first
-                    // Enter; press it again until the dialog has gone.
+                    // Enter; press it again (soon: it opens nothing twice)
+                    // until the dialog has gone.
                     return self
-                        .waiting("the save to finish", Some(keypress(&["ENTER"])))
+                        .waiting_with(
+                            "the save to finish",
+                            Some(keypress(&["ENTER"])),
+                            self.patience.confirm_again_after,
+                        )
                         .map(Some);
                 }
                 self.advance(Stage::Done);
@@ -516,6 +544,7 @@ mod tests {
                 max_turns: 5,
                 max_time,
                 ask_again_after,
+                confirm_again_after: ask_again_after,
             },
             ..ExerciseScript::default()
         }
@@ -610,6 +639,22 @@ mod tests {
             }
         });
         assert!(dialog.save_dialog_visible());
+        assert!(!dialog.editor_alone());
+        // The dialog behind its completion popup: its selection is grey,
+        // but it still covers the middle of the screen.
+        let backdrop = frame(|x, y| {
+            if (340..940).contains(&x) && (150..650).contains(&y) {
+                GREY
+            } else if y < 48 {
+                GREY
+            } else {
+                [255; 3]
+            }
+        });
+        assert!(!backdrop.save_dialog_visible());
+        assert!(!backdrop.editor_alone());
+        assert!(single.editor_alone());
+        assert!(tabbed.editor_alone());
     }
 
     #[test]
