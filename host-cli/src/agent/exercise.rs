@@ -643,13 +643,8 @@ mod tests {
         // The dialog behind its completion popup: its selection is grey,
         // but it still covers the middle of the screen.
         let backdrop = frame(|x, y| {
-            if (340..940).contains(&x) && (150..650).contains(&y) {
-                GREY
-            } else if y < 48 {
-                GREY
-            } else {
-                [255; 3]
-            }
+            let dialog = (340..940).contains(&x) && (150..650).contains(&y);
+            if dialog || y < 48 { GREY } else { [255; 3] }
         });
         assert!(!backdrop.save_dialog_visible());
         assert!(!backdrop.editor_alone());
