@@ -153,6 +153,20 @@ impl Daemon {
         r["outcome"]["text"].as_str().unwrap().to_string()
     }
 
+    /// The page's text once it contains `needle`, polled for up to 5 s:
+    /// an input's effect reaches the page's handlers after the call that
+    /// dispatched it has returned (a loaded CI host read the text first).
+    async fn text_containing(&self, needle: &str) -> String {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let text = self.text().await;
+            if text.contains(needle) || std::time::Instant::now() >= end {
+                return text;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     async fn goto(&self, url: &str) -> Value {
         self.ok(json!({"member": "navigate", "tab_id": null, "url": url}))
             .await

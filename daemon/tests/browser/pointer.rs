@@ -79,6 +79,8 @@ async fn click_at_hover_at_and_drag_path_reach_the_page_as_trusted_input_at_css_
     // control-click is a click of its own.)
     d.ok(click_at(100, 120, "left", 2, &["Alt", "Shift"])).await;
     d.ok(click_at(200, 150, "right", 1, &[])).await;
+    // The last of these events, once in the page, means all are.
+    d.text_containing("up 200,150 button2").await;
     let ev = events(&d).await;
     assert!(
         ev.contains(&"click 50,60 detail1 mods none trusted true".to_string()),
@@ -97,6 +99,7 @@ async fn click_at_hover_at_and_drag_path_reach_the_page_as_trusted_input_at_css_
     assert!(ev.contains(&"contextmenu 200,150".to_string()), "{ev:?}");
     // Released afterwards: a plain click carries no modifier.
     d.ok(click_at(10, 10, "left", 1, &[])).await;
+    d.text_containing("click 10,10").await;
     assert!(
         events(&d)
             .await
@@ -107,11 +110,8 @@ async fn click_at_hover_at_and_drag_path_reach_the_page_as_trusted_input_at_css_
     let before = events(&d).await.len();
     d.ok(json!({"member": "hover_at", "tab_id": null, "x": 333, "y": 222}))
         .await;
-    assert!(
-        d.text().await.contains("at 333,222 buttons0"),
-        "{}",
-        d.text().await
-    );
+    let text = d.text_containing("at 333,222 buttons0").await;
+    assert!(text.contains("at 333,222 buttons0"), "{text}");
     assert_eq!(events(&d).await.len(), before, "hovering pressed nothing");
 
     // A drag: pressed at the first point, moved through the others, released
@@ -121,6 +121,7 @@ async fn click_at_hover_at_and_drag_path_reach_the_page_as_trusted_input_at_css_
                 "path": [{"x": 20, "y": 20}, {"x": 120, "y": 40}, {"x": 220, "y": 90}]}),
     )
     .await;
+    d.text_containing("up 220,90 button0").await;
     let ev = events(&d).await;
     let tail: Vec<&String> = ev[before..].iter().collect();
     assert!(
@@ -176,6 +177,7 @@ async fn hold_keys_holds_for_the_duration_and_releases_even_when_the_call_is_dro
         json!({"member": "hold_keys", "tab_id": null, "keys": ["Shift", "b"], "duration_ms": 400}),
     )
     .await;
+    d.text_containing("keyup Shift after ").await;
     let ev = events(&d).await;
     let held = |key: &str| -> u64 {
         let line = ev
