@@ -220,7 +220,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     });
     let all = json!({ "host": host, "figures": figures });
     if args.json || args.browser {
-        println!("{}", serde_json::to_string_pretty(&all)?);
+        crate::out!("{}", serde_json::to_string_pretty(&all)?);
     } else {
         print_text(&all);
     }
@@ -400,7 +400,7 @@ async fn measure(
 fn print_text(all: &serde_json::Value) {
     let f = &all["figures"];
     let h = &all["host"];
-    println!(
+    crate::out!(
         "host: {} CPUs, {} MB; engine {} (API {}); image {} {}",
         h["cpus"],
         h["mem_total_mb"],
@@ -413,7 +413,7 @@ fn print_text(all: &serde_json::Value) {
             .unwrap_or_default(),
     );
     let line = |what: &str, s: &serde_json::Value| {
-        println!(
+        crate::out!(
             "{what:<44} p50 {:>8.1} ms  p90 {:>8.1}  min {:>8.1}  max {:>8.1}  (n={})",
             s["p50_ms"].as_f64().unwrap_or(f64::NAN),
             s["p90_ms"].as_f64().unwrap_or(f64::NAN),
@@ -432,7 +432,7 @@ fn print_text(all: &serde_json::Value) {
         );
         line(&format!("channel open ({p})"), &s["open"]);
     }
-    println!(
+    crate::out!(
         "{:<44} {:.1} MB working set ({:.1} MB with page cache), {} pids",
         format!(
             "idle memory (no browser, after {} s)",
@@ -446,7 +446,7 @@ fn print_text(all: &serde_json::Value) {
     );
     let s = &f["side_by_side"];
     if !s.is_null() {
-        println!(
+        crate::out!(
             "{} guests side by side: all ready in {:.1} s, {:.0} MB working set together",
             s["guests"],
             s["all_ready_ms"].as_f64().unwrap_or(f64::NAN) / 1000.0,

@@ -300,12 +300,12 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                 }
             };
             if a.json {
-                println!(
+                crate::out!(
                     "{}",
                     serde_json::to_string_pretty(&ls_entry(&rec, State::Running))?
                 );
             } else {
-                println!("{}", rec.name);
+                crate::out!("{}", rec.name);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -316,16 +316,19 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                 rows.push(ls_entry(&rec, st));
             }
             if json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                crate::out!("{}", serde_json::to_string_pretty(&rows)?);
             } else if rows.is_empty() {
-                println!("no sessions");
+                crate::out!("no sessions");
             } else {
-                println!(
+                crate::out!(
                     "{:<12} {:<8} {:<13} {:<10}",
-                    "NAME", "BACKEND", "STATE", "DISPLAY"
+                    "NAME",
+                    "BACKEND",
+                    "STATE",
+                    "DISPLAY"
                 );
                 for r in &rows {
-                    println!(
+                    crate::out!(
                         "{:<12} {:<8} {:<13} {:<10}",
                         r["name"].as_str().unwrap_or(""),
                         r["backend"].as_str().unwrap_or(""),
@@ -369,12 +372,12 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                     }
                     if !dir.record_path().exists() {
                         // The run removed the guest it had booted.
-                        println!("stopped {} (with its run)", rec.name);
+                        crate::out!("stopped {} (with its run)", rec.name);
                         continue;
                     }
                 }
                 match guest::stop(&store, &dir, &rec).await {
-                    Ok(()) => println!("stopped {}", rec.name),
+                    Ok(()) => crate::out!("stopped {}", rec.name),
                     Err(e) => {
                         failed = true;
                         eprintln!(
@@ -409,18 +412,18 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                 }
             };
             // The container's log is the guest's own text.
-            println!("{}", crate::term::safe(&text));
+            crate::out!("{}", crate::term::safe(&text));
             Ok(ExitCode::SUCCESS)
         }
         GuestCommand::Gc { json } => {
             let report = guest::gc(&store).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&report.lines)?);
+                crate::out!("{}", serde_json::to_string_pretty(&report.lines)?);
             } else if report.lines.is_empty() {
-                println!("nothing to clean up");
+                crate::out!("nothing to clean up");
             } else {
                 for line in &report.lines {
-                    println!("{line}");
+                    crate::out!("{line}");
                 }
             }
             // Everything else was cleaned up; the failures are listed.
@@ -554,7 +557,7 @@ async fn screenshot(a: ScreenshotArgs) -> anyhow::Result<ExitCode> {
     let shot = ch.screenshot(&options).await?;
     let bytes = check_screenshot(&shot.screenshot)?;
     write_new_file(&a.output, &bytes)?;
-    println!(
+    crate::out!(
         "{}",
         serde_json::to_string_pretty(&json!({
             "file": a.output,
@@ -611,7 +614,7 @@ async fn act(a: ActArgs) -> anyhow::Result<ExitCode> {
                 write_new_file(path, &bytes)?;
                 file = json!(path);
             }
-            println!(
+            crate::out!(
                 "{}",
                 serde_json::to_string_pretty(&json!({
                     "ok": true,
@@ -636,7 +639,7 @@ async fn act(a: ActArgs) -> anyhow::Result<ExitCode> {
                 .display
                 .and_then(|screen| ScaleMap::fit(screen, None, a.size, Fit::Contain).ok());
             // The error's message is the guest's text: printed inert.
-            println!(
+            crate::out!(
                 "{}",
                 serde_json::to_string_pretty(&crate::term::safe_json(&json!({
                     "ok": false,

@@ -78,7 +78,7 @@ fn one_line(e: &anyhow::Error) -> String {
 pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let checks = checks(&args).await;
     if args.json {
-        println!(
+        crate::out!(
             "{}",
             serde_json::to_string_pretty(&crate::term::safe_json(&serde_json::to_value(&checks)?))?
         );
@@ -93,8 +93,8 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             // Details quote the daemon (its version) and error messages.
             let detail = crate::term::safe_line(&c.detail);
             match &c.fix {
-                Some(fix) => println!("{:<10} {:<4}  {detail} -> fix: {fix}", c.name, v),
-                None => println!("{:<10} {:<4}  {detail}", c.name, v),
+                Some(fix) => crate::out!("{:<10} {:<4}  {detail} -> fix: {fix}", c.name, v),
+                None => crate::out!("{:<10} {:<4}  {detail}", c.name, v),
             }
         }
     }

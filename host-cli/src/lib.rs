@@ -14,6 +14,18 @@
 //! 3. The actions go out once as a `BatchRequest`; the reply is validated
 //!    ([`channel::check_screenshot`]) and printed as JSON.
 
+/// `println!` for the command's output: a closed stdout ends the output
+/// quietly instead of panicking ([`term::print_out`]).
+#[macro_export]
+macro_rules! out {
+    () => {
+        $crate::term::print_out(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::term::print_out(format_args!($($arg)*))
+    };
+}
+
 pub mod agent;
 pub mod bench;
 pub mod channel;

@@ -139,6 +139,27 @@ pub(crate) fn corpus() -> Vec<(&'static str, String)> {
     c
 }
 
+/// Writes one line of the command's output to stdout (what [`out!`]
+/// expands to). A reader that has gone (`host-cli guest ls | head`) is the
+/// end of the output, not an error: the rest is dropped and the command
+/// finishes, cleanup included. `println!` would panic there ("failed
+/// printing to stdout"), since Rust ignores SIGPIPE.
+///
+/// [`out!`]: crate::out
+pub fn print_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout
+        .write_fmt(args)
+        .and_then(|()| stdout.write_all(b"\n"))
+        .and_then(|()| stdout.flush());
+    if let Err(e) = written
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("host-cli: cannot write the output: {e}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

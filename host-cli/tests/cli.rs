@@ -142,6 +142,10 @@ fn main() -> ExitCode {
             "progress_lines_go_to_stderr_and_events_json_to_stdout_with_the_summary_last",
             progress_lines_go_to_stderr_and_events_json_to_stdout_with_the_summary_last,
         ),
+        (
+            "a_reader_that_has_gone_ends_the_output_without_a_panic",
+            a_reader_that_has_gone_ends_the_output_without_a_panic,
+        ),
     ];
     let rest: Vec<&String> = args.iter().skip(1).collect();
     if rest.iter().any(|a| *a == "--list") {
@@ -297,6 +301,21 @@ fn pid_alive(pid: i64) -> bool {
 }
 
 /// A drag long enough to outlast a short time budget on a slowed fake.
+/// `host-cli guest ls | head -0`: stdout is a pipe nobody reads (its
+/// read end closed before host-cli writes, so every write fails with
+/// EPIPE). The command still ends normally: no panic, exit 0.
+fn a_reader_that_has_gone_ends_the_output_without_a_panic(env: &Env) {
+    for args in [&["guest", "ls"][..], &["guest", "ls", "--json"]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut c = env.cmd(args);
+        c.stdout(writer);
+        let out = env.output(c);
+        assert_eq!(out.code(), 0, "{args:?}: {out:?}");
+        assert!(!out.stderr().contains("panicked"), "{args:?}: {out:?}");
+    }
+}
+
 fn slow_drag() -> Value {
     let path: Vec<(i64, i64)> = (0..40).map(|i| (10 + i * 5, 100)).collect();
     computer_call("call_slow", vec![drag(&path, &[])])

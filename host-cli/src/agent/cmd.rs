@@ -463,7 +463,7 @@ fn print_outcome(o: &Outcome, run: &std::path::Path, progress: &mut Progress) {
             progress.summary(&v);
         }
     } else {
-        println!("{s}");
+        crate::out!("{s}");
     }
 }
 
@@ -1137,7 +1137,7 @@ async fn exercise_on(
     };
     for c in &checks {
         // The detail quotes what the guest's apps stored.
-        println!(
+        crate::out!(
             "{} {}: {}",
             if c.ok { "ok  " } else { "FAIL" },
             c.what,
