@@ -56,7 +56,20 @@ if [[ "${FORCE:-0}" != 1 && -f "$OUT/input-hash" && "$(cat "$OUT/input-hash")" =
 fi
 log "building the VM guest in $OUT: $IMAGE (${image_hash:0:12}), $kernel_pkg $kernel_ver"
 
-WORK="$(mktemp -d "${TMPDIR:-/var/tmp}/sandtop-vm-build.XXXXXX")"
+# The work folder sits beside the output, so one filesystem holds both and
+# the result is moved into place, not copied. At its peak the build holds
+# the image's files once as a folder and once as the ext4 image (sparse),
+# never as a tarball too: check for that room first, and drop a stale
+# rootfs.ext4 (the hash above differs) so that it does not count twice.
+mkdir -p "$OUT"
+rm -f "$OUT/rootfs.ext4" "$OUT/input-hash"
+image_mib=$(($(docker image inspect -f '{{ .Size }}' "$IMAGE") / 1048576))
+need_mib=$((image_mib * 23 / 10 + 128))
+free_mib=$(($(df -P -k "$OUT" | awk 'NR == 2 { print $4 }') / 1024))
+((free_mib >= need_mib)) ||
+    die "$OUT has $free_mib MiB free; building the VM guest from the $image_mib MiB image needs about $need_mib MiB (the files, then the ext4 image; about $((image_mib * 12 / 10)) MiB stay). Free some space or set SANDTOP_VM_DIR"
+log "disk: $free_mib MiB free in $OUT, about $need_mib MiB needed at the peak"
+WORK="$(mktemp -d "$OUT/.build.XXXXXX")"
 cid=""
 cleanup() {
     [[ -n "$cid" ]] && docker rm -f "$cid" >/dev/null 2>&1
@@ -110,12 +123,11 @@ done
 # --- root filesystem: the image's, exported, plus the VM's PID 1 -----------
 log "exporting $IMAGE"
 cid="$(docker create "$IMAGE")"
-docker export "$cid" >rootfs.tar
+mkdir rootfs
+# Streamed straight into the folder: no tarball on disk.
+docker export "$cid" | fakeroot -s fakeroot.state -- tar -xpf - -C rootfs --numeric-owner
 docker rm -f "$cid" >/dev/null
 cid=""
-mkdir rootfs
-fakeroot -s fakeroot.state -- tar -xpf rootfs.tar -C rootfs --numeric-owner
-rm rootfs.tar
 fakeroot -i fakeroot.state -s fakeroot.state -- sh -eu -c '
     rm -f rootfs/.dockerenv
     install -m 0755 -o 0 -g 0 "$1/guest-vm/sandtop-vm-init" rootfs/usr/local/sbin/sandtop-vm-init
@@ -130,11 +142,11 @@ log "ext4 image: $((bytes / 1048576)) MiB of files in a $mib MiB disk"
 fakeroot -i fakeroot.state -- mke2fs -q -t ext4 -O ^has_journal -L sandtop-root \
     -E root_owner=0:0 -d rootfs rootfs.ext4 "${mib}M"
 
-mkdir -p "$OUT"
+chmod -R u+rwX rootfs && rm -rf rootfs
 cp "kernel/boot/vmlinuz-$kver" "$OUT/vmlinuz.new"
 mv initrd.img "$OUT/initrd.img.new"
 mv rootfs.ext4 "$OUT/rootfs.ext4.new"
 for f in vmlinuz initrd.img rootfs.ext4; do mv -f "$OUT/$f.new" "$OUT/$f"; done
 chmod 0444 "$OUT/rootfs.ext4"
 printf '%s\n' "$hash" >"$OUT/input-hash"
-log "VM guest ready in $OUT: $(du -sh "$OUT" | cut -f1) (kernel $kver, initramfs $(du -h "$OUT/initrd.img" | cut -f1))"
+log "VM guest ready in $OUT: $(du -ch "$OUT"/vmlinuz "$OUT"/initrd.img "$OUT"/rootfs.ext4 | tail -1 | cut -f1) (kernel $kver, initramfs $(du -h "$OUT/initrd.img" | cut -f1))"
