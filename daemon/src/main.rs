@@ -234,6 +234,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // display's name: a restart may move it.
     let name = DisplayName::new(display.clone());
     let shared = name.clone();
+    let reported = name.clone();
     let (desktop, desktop_thread) = desktop::spawn(Box::new(move || {
         X11Driver::connect(Some(&shared.get())).map(|d| Box::new(d) as Box<dyn Driver>)
     }));
@@ -274,7 +275,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         });
     let state = Arc::new(
         ApiState::new(desktop.clone(), token, Arc::clone(&health))
-            .with_browser(sandtopd::browser::BrowserService::new(browser)),
+            .with_browser(sandtopd::browser::BrowserService::new(browser))
+            .with_x_display(reported),
     );
     let mut listeners = vec![api::server::bind_unix(&args.socket).await?];
     if let Some(addr) = args.tcp {

@@ -687,6 +687,7 @@ fn openapi_schemas_have_exactly_the_fields_of_the_rust_types() {
                     protocol: PROTOCOL_VERSION.into(),
                     daemon_version: "0.1.0".into(),
                     display: Some(size),
+                    x_display: Some(":0".into()),
                     capabilities: capabilities.clone(),
                     limits: Limits::current(),
                 },

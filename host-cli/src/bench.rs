@@ -33,12 +33,12 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::channel::Channel;
-use crate::cli::DockerStartArgs;
+use crate::guest::docker::DockerBackend;
 use crate::guest::docker::channel::ChannelMode;
-use crate::guest::docker::{DockerBackend, until_interrupted};
 use crate::guest::{self, StartRequest};
 use crate::secret::Secret;
 use crate::session::{self, SessionRecord, Store};
+use crate::signals::until_interrupted;
 
 mod tools;
 
@@ -53,12 +53,20 @@ pub struct BenchArgs {
     /// Steps per channel path.
     #[arg(long, default_value_t = 60)]
     pub steps: usize,
-    /// Seconds a fresh guest idles before its memory is read.
-    #[arg(long, default_value_t = 10)]
-    pub idle_secs: u64,
-    /// Screen size of the guests.
-    #[arg(long, default_value = "1280x800", value_parser = Size::parse)]
-    pub display: Size,
+    /// How long a fresh guest idles before its memory is read, e.g. 10s.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "10s",
+        value_parser = crate::units::duration_between(Duration::ZERO, Duration::from_secs(3600))
+    )]
+    pub idle: Duration,
+    /// (The old spelling of --idle, in seconds; kept for one release.)
+    #[arg(long, hide = true, conflicts_with = "idle", value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub idle_secs: Option<u64>,
+    /// Screen size of the guests, WIDTHxHEIGHT.
+    #[arg(long, value_name = "WxH", alias = "display", default_value = "1280x800", value_parser = Size::parse)]
+    pub screen: Size,
     /// Print the figures as JSON.
     #[arg(long)]
     pub json: bool,
@@ -68,7 +76,14 @@ pub struct BenchArgs {
     #[arg(long)]
     pub browser: bool,
     #[command(flatten)]
-    pub docker: DockerStartArgs,
+    pub guest: crate::guest::options::GuestArgs,
+}
+
+impl BenchArgs {
+    /// How long a fresh guest idles (`--idle`, or the old `--idle-secs`).
+    pub fn idle(&self) -> Duration {
+        self.idle_secs.map_or(self.idle, Duration::from_secs)
+    }
 }
 
 /// Summary of a sample, in milliseconds.
@@ -191,7 +206,7 @@ async fn open(
 
 /// Runs the bench; prints the figures.
 pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let backend = args.docker.backend().await?;
+    let backend = args.guest.docker().await?;
     let engine = backend.engine().await?;
     let image = backend.image_info().await?;
     let store = Store::open()?;
@@ -245,7 +260,7 @@ async fn measure(
     started: &mut Started<'_>,
     tag: &str,
 ) -> anyhow::Result<serde_json::Value> {
-    let screen = args.display;
+    let screen = args.screen;
     // 1. Boots.
     let mut boots = Vec::new();
     for i in 0..args.boots {
@@ -264,11 +279,11 @@ async fn measure(
         .as_ref()
         .map(|d| d.container_id.clone())
         .context("not a docker session")?;
-    tokio::time::sleep(Duration::from_secs(args.idle_secs)).await;
+    tokio::time::sleep(args.idle()).await;
     let idle = backend.memory_use(&container).await?;
     eprintln!(
         "idle memory after {} s: {:.1} MB working set",
-        args.idle_secs,
+        args.idle().as_secs_f64(),
         idle.working_set_bytes as f64 / 1e6
     );
 
@@ -387,7 +402,7 @@ async fn measure(
     Ok(json!({
         "boot": stats(&boots),
         "idle_memory": {
-            "after_secs": args.idle_secs,
+            "after_secs": args.idle().as_secs_f64(),
             "working_set_mb": idle.working_set_bytes as f64 / 1e6,
             "usage_mb": idle.usage_bytes as f64 / 1e6,
             "pids": idle.pids,

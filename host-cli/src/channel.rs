@@ -344,6 +344,7 @@ fn placeholder_info() -> Info {
         protocol: String::new(),
         daemon_version: String::new(),
         display: None,
+        x_display: None,
         capabilities: sandtop_protocol::Capabilities {
             xtest: false,
             shm: false,

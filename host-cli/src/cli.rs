@@ -63,13 +63,56 @@ pub enum Command {
     Report(crate::report::ReportArgs),
 }
 
+/// Parses the command line (exiting with clap's message and status on an
+/// error, as `Cli::parse` does), and notes which of `run`'s options were
+/// given ([`crate::agent::cmd::RunArgs::given`]).
+pub fn parse() -> Cli {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let (Command::Run(a), Some(("run", m))) = (&mut cli.command, matches.subcommand()) {
+        a.given = given(&Cli::command(), "run", m);
+    }
+    cli
+}
+
+/// The options of subcommand `name` that `m` has from the command line or
+/// the environment.
+pub fn given(
+    cli: &clap::Command,
+    name: &str,
+    m: &clap::ArgMatches,
+) -> Vec<crate::agent::cmd::Given> {
+    use clap::parser::ValueSource;
+    let Some(sub) = cli.find_subcommand(name) else {
+        return Vec::new();
+    };
+    sub.get_arguments()
+        .filter(|arg| {
+            matches!(
+                m.value_source(arg.get_id().as_str()),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            )
+        })
+        .map(|arg| crate::agent::cmd::Given {
+            id: arg.get_id().to_string(),
+            shown: match arg.get_long() {
+                Some(l) => format!("--{l}"),
+                None => "the task".to_string(),
+            },
+        })
+        .collect()
+}
+
 #[derive(Debug, Subcommand)]
 pub enum GuestCommand {
     /// Start a guest and print its session name.
     Start(StartArgs),
     /// List sessions.
     Ls {
-        /// Print a JSON array (name, backend, state, display, ...).
+        /// Print a JSON array (name, backend, state, screen, and for a
+        /// local session its X display name `x_display` and `xauthority`
+        /// file, ...).
         #[arg(long)]
         json: bool,
     },
@@ -112,56 +155,16 @@ pub struct StartArgs {
     /// and tests).
     #[arg(long, value_enum, default_value_t = BackendKind::Docker)]
     pub backend: BackendKind,
-    /// Screen size of the guest's display.
-    #[arg(long, default_value = "1280x800", value_parser = Size::parse)]
-    pub display: Size,
+    /// Screen size of the guest's display, WIDTHxHEIGHT.
+    #[arg(long, value_name = "WxH", alias = "display", default_value = "1280x800", value_parser = Size::parse)]
+    pub screen: Size,
     /// Print the session as JSON.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub docker: DockerStartArgs,
+    pub guest: guest::options::GuestArgs,
     #[command(flatten)]
     pub net: crate::egress::service::NetworkArgs,
-}
-
-/// Options of the Docker backend.
-#[derive(Debug, Args)]
-pub struct DockerStartArgs {
-    /// The guest image (docker backend).
-    #[arg(long, env = "SANDTOP_IMAGE", default_value = guest::docker::DEFAULT_IMAGE)]
-    pub image: String,
-    /// Memory limit; swap is set equal (no swap). E.g. 2g, 768m.
-    #[arg(long, default_value = "2g", value_parser = guest::docker::parse_bytes)]
-    pub memory: i64,
-    /// CPU limit, in CPUs.
-    #[arg(long, default_value = "2", value_parser = guest::docker::parse_cpus)]
-    pub cpus: i64,
-    /// Process/thread limit.
-    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(i64).range(64..=65536))]
-    pub pids: i64,
-    /// Seconds to wait for the guest's daemon to be ready.
-    #[arg(long, default_value_t = 30.0)]
-    pub ready_timeout: f64,
-}
-
-impl DockerStartArgs {
-    /// A Docker backend configured by these options.
-    pub async fn backend(&self) -> anyhow::Result<guest::docker::DockerBackend> {
-        if !(self.ready_timeout.is_finite() && self.ready_timeout >= 0.0) {
-            bail!("--ready-timeout must be a number of seconds");
-        }
-        let limits = guest::docker::Limits {
-            memory_bytes: self.memory,
-            pids: self.pids,
-            nano_cpus: self.cpus,
-            ..guest::docker::Limits::default()
-        };
-        Ok(guest::docker::DockerBackend::connect()
-            .await?
-            .with_image(self.image.clone())
-            .with_limits(limits)
-            .with_ready_timeout(std::time::Duration::from_secs_f64(self.ready_timeout)))
-    }
 }
 
 #[derive(Debug, Args)]
@@ -280,7 +283,7 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
             }
             let req = StartRequest {
                 name,
-                screen: a.display,
+                screen: a.screen,
                 network,
             };
             let rec = match a.backend {
@@ -291,11 +294,11 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                     guest::start(&store, &guest::local::LocalBackend, &req).await?
                 }
                 BackendKind::Docker => {
-                    let b = a.docker.backend().await?;
+                    let b = a.guest.docker().await?;
                     guest::start(&store, &b, &req).await?
                 }
                 BackendKind::Qemu => {
-                    let b = guest::qemu::QemuBackend::new()?;
+                    let b = a.guest.qemu()?;
                     guest::start(&store, &b, &req).await?
                 }
             };
@@ -313,7 +316,19 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
             let mut rows = Vec::new();
             for (dir, rec) in store.list()? {
                 let st = guest::state(&dir, &rec).await;
-                rows.push(ls_entry(&rec, st));
+                let mut row = ls_entry(&rec, st);
+                if rec.backend == BackendKind::Local && st == State::Running {
+                    // The display a developer can start an app on: the
+                    // daemon's own word (its Xvfb may have been restarted
+                    // on another number), and the session's X cookie.
+                    if let Ok(ch) = guest::open_channel(&dir, &rec).await
+                        && let Some(x) = ch.info().x_display.clone()
+                    {
+                        row["x_display"] = json!(x);
+                        row["xauthority"] = json!(dir.socket_path().with_file_name("xauthority"));
+                    }
+                }
+                rows.push(row);
             }
             if json {
                 crate::out!("{}", serde_json::to_string_pretty(&rows)?);
@@ -321,19 +336,21 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                 crate::out!("no sessions");
             } else {
                 crate::out!(
-                    "{:<12} {:<8} {:<13} {:<10}",
+                    "{:<12} {:<8} {:<13} {:<10} {}",
                     "NAME",
                     "BACKEND",
                     "STATE",
-                    "DISPLAY"
+                    "SCREEN",
+                    "X DISPLAY"
                 );
                 for r in &rows {
                     crate::out!(
-                        "{:<12} {:<8} {:<13} {:<10}",
+                        "{:<12} {:<8} {:<13} {:<10} {}",
                         r["name"].as_str().unwrap_or(""),
                         r["backend"].as_str().unwrap_or(""),
                         r["state"].as_str().unwrap_or(""),
-                        r["display"].as_str().unwrap_or("")
+                        r["screen"].as_str().unwrap_or(""),
+                        r["x_display"].as_str().unwrap_or("-")
                     );
                 }
             }
@@ -476,6 +493,8 @@ fn ls_entry(rec: &SessionRecord, state: State) -> Value {
         "name": rec.name,
         "backend": rec.backend,
         "state": state,
+        "screen": rec.screen.to_string(),
+        // The screen size under its old name, kept for one release.
         "display": rec.screen.to_string(),
         "created_unix": rec.created_unix,
     });
@@ -520,7 +539,7 @@ pub async fn resolve_session(
 }
 
 /// Writes `bytes` to a new file, 0600; never replaces an existing file
-/// (CONTRACT.md rule 25).
+/// (docs/contract.md rule 25).
 pub fn write_new_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -653,3 +672,6 @@ async fn act(a: ActArgs) -> anyhow::Result<ExitCode> {
         Err(e) => Err(e.into()),
     }
 }
+
+#[cfg(test)]
+mod tests;

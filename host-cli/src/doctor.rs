@@ -18,9 +18,10 @@ use clap::Args;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::guest::docker::{DockerBackend, until_interrupted};
+use crate::guest::docker::DockerBackend;
 use crate::guest::{self, StartRequest};
 use crate::session::{self, Store};
+use crate::signals::until_interrupted;
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
@@ -373,7 +374,7 @@ async fn isolation(backend: &DockerBackend, container: &str) -> Check {
     };
     let zero = "0000000000000000";
     let mut bad = Vec::new();
-    if v["ids"]["uid"] != crate::guest::docker::GUEST_UID {
+    if v["ids"]["uid"] != crate::guest::ids::GUEST_UID {
         bad.push(format!("uid {}", v["ids"]["uid"]));
     }
     for k in ["CapEff", "CapPrm", "CapBnd"] {

@@ -37,7 +37,9 @@ pub mod image_check;
 pub mod report;
 pub mod secret;
 pub mod session;
+pub mod signals;
 pub mod term;
+pub mod units;
 
 /// Environment variables never handed to a guest or a child process.
 pub const SECRET_ENV: &[&str] = &["OPENAI_API_KEY", "SANDTOPD_TOKEN"];

@@ -2,11 +2,10 @@
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
-use host_cli::cli::{Cli, run};
+use host_cli::cli::run;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = host_cli::cli::parse();
     {
         use std::io::IsTerminal as _;
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()

@@ -16,6 +16,7 @@
 //! Removing it copes with whatever the guest left in `guest/` (read-only
 //! or unreadable directories, deep chains, links): see [`remove`].
 
+pub mod guest_folder;
 pub mod remove;
 
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
@@ -289,7 +290,7 @@ impl Store {
     /// guest left in `guest/`), never following a link; on failure, all
     /// it could remove is gone and the error lists what is left.
     pub fn remove(&self, dir: &SessionDir) -> anyhow::Result<()> {
-        let unmounted = unmount_guest_folder(dir);
+        let unmounted = guest_folder::unmount_guest_folder(dir);
         let removed = remove::remove_tree(&dir.path)
             .map(|_| ())
             .map_err(|left| anyhow::anyhow!("removing {}: {left}", dir.path.display()));
@@ -299,27 +300,6 @@ impl Store {
             (Err(u), Err(r)) => Err(r.context(format!("{u:#}"))),
         }
     }
-}
-
-/// Unmounts the tmpfs on a session's `guest/` folder, when one is there
-/// (`guest::docker::mount_guest_folder`; a folder on another device than
-/// the session folder is a mount point). Detached, so a guest that still
-/// holds a file open there does not stop it; never through a link.
-pub fn unmount_guest_folder(dir: &SessionDir) -> anyhow::Result<()> {
-    use std::os::unix::fs::MetadataExt as _;
-    let g = dir.guest_path();
-    let (Ok(top), Ok(inner)) = (
-        std::fs::symlink_metadata(&dir.path),
-        std::fs::symlink_metadata(&g),
-    ) else {
-        return Ok(());
-    };
-    if !inner.is_dir() || inner.dev() == top.dev() {
-        return Ok(());
-    }
-    use rustix::mount::UnmountFlags;
-    rustix::mount::unmount(&g, UnmountFlags::DETACH | UnmountFlags::NOFOLLOW)
-        .with_context(|| format!("unmounting the guest's folder {}", g.display()))
 }
 
 /// A process's start time (clock ticks since boot, field 22 of
@@ -400,7 +380,7 @@ mod tests {
         let store = Store::at(tmp.path().to_path_buf()).unwrap();
         let d = store.create("mounted").unwrap();
         std::fs::create_dir(d.guest_path()).unwrap();
-        crate::guest::docker::mount_guest_folder(&d.guest_path()).unwrap();
+        guest_folder::mount_guest_folder(&d.guest_path()).unwrap();
         let dev = |p: &Path| std::fs::metadata(p).unwrap().dev();
         assert_ne!(dev(&d.guest_path()), dev(&d.path), "not a mount point");
         std::fs::create_dir(d.guest_path().join("sub")).unwrap();

@@ -46,6 +46,9 @@ fn arg_after(args: &[String], name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
+/// The X display the fake daemon says it drives.
+const FAKE_X_DISPLAY: &str = ":77";
+
 /// The line the fake daemon logs when an input job takes the desktop.
 const FAKE_BUSY: &str = "fake: the desktop is busy";
 
@@ -83,7 +86,10 @@ fn fake_daemon(args: &[String]) -> ExitCode {
         let display = Arc::new(sandtopd::supervise::DisplayHealth::default());
         display.mark_ok();
         let token = sandtopd::token::Token::load_or_create(&token_file).unwrap();
-        let api = Arc::new(ApiState::new(handle, token, display));
+        let api = Arc::new(
+            ApiState::new(handle, token, display)
+                .with_x_display(sandtopd::supervise::DisplayName::new(FAKE_X_DISPLAY.into())),
+        );
         while !api.desktop.status.connected.load(Ordering::Acquire) {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
@@ -145,6 +151,14 @@ fn main() -> ExitCode {
         (
             "a_reader_that_has_gone_ends_the_output_without_a_panic",
             a_reader_that_has_gone_ends_the_output_without_a_panic,
+        ),
+        (
+            "run_without_a_key_refuses_a_task_and_the_options_the_exercise_would_drop",
+            run_without_a_key_refuses_a_task_and_the_options_the_exercise_would_drop,
+        ),
+        (
+            "guest_ls_names_a_local_sessions_screen_and_x_display",
+            guest_ls_names_a_local_sessions_screen_and_x_display,
         ),
     ];
     let rest: Vec<&String> = args.iter().skip(1).collect();
@@ -333,10 +347,10 @@ fn a_run_ending_with_an_unknown_outcome_keeps_its_guest_and_resumes_from_the_cli
         "Drag the slider.",
         "--backend",
         "local",
-        "--display",
+        "--screen",
         "320x200",
-        "--max-seconds",
-        "2",
+        "--max-time",
+        "2s",
     ]);
     c.env("SANDTOP_FAKE_SLOW_MS", "150");
     let first = env.output(c);
@@ -440,7 +454,7 @@ fn progress_lines_go_to_stderr_and_events_json_to_stdout_with_the_summary_last(e
         "Drag the slider.",
         "--backend",
         "local",
-        "--display",
+        "--screen",
         "320x200",
     ];
     // By default: one line per step on stderr, the plain summary on stdout.
@@ -498,7 +512,7 @@ fn while_a_run_holds_a_session_act_screenshot_and_stop_refuse_it_and_force_ends_
         "start",
         "--backend",
         "local",
-        "--display",
+        "--screen",
         "320x200",
     ]);
     assert_eq!(start.code(), 0, "{start:?}");
@@ -576,7 +590,7 @@ fn guest_ls_shows_a_daemon_finishing_a_call_after_a_stop_as_draining_then_closed
         "start",
         "--backend",
         "local",
-        "--display",
+        "--screen",
         "320x200",
     ]);
     start
@@ -659,4 +673,118 @@ fn guest_ls_shows_a_daemon_finishing_a_call_after_a_stop_as_draining_then_closed
         (&serde_json::json!(true), &serde_json::json!(1))
     );
     assert!(!pid_alive(pid));
+}
+
+// ---------------------------------------------------------------------
+// Issue 10, item 7: one vocabulary on the command line
+// ---------------------------------------------------------------------
+
+/// Without OPENAI_API_KEY, `run` is the offline exercise: a task, and any
+/// option the exercise would not use, is refused by name before a guest
+/// boots (nothing is left behind); nothing is silently dropped.
+fn run_without_a_key_refuses_a_task_and_the_options_the_exercise_would_drop(env: &Env) {
+    let no_key = |args: &[&str]| {
+        let mut c = env.cmd(args);
+        c.env_remove("OPENAI_API_KEY");
+        env.output(c)
+    };
+    let out = no_key(&["run", "book a table for two"]);
+    assert_eq!(out.code(), 1, "{out:?}");
+    assert!(out.stderr().contains("a task needs a model"), "{out:?}");
+    for (args, named) in [
+        (&["run", "--max-steps", "5"][..], &["--max-steps"][..]),
+        (
+            &["run", "--network", "allow:https://a.test"],
+            &["--network"],
+        ),
+        (
+            &["run", "--size", "640x400", "--model", "m"],
+            &["--model", "--size"],
+        ),
+        (&["run", "--screen", "1024x640"], &["--screen"]),
+        (&["run", "--display", "1024x640"], &["--screen"]),
+        (
+            &["run", "--max-time", "5m", "--stream"],
+            &["--stream", "--max-time"],
+        ),
+        (
+            &["run", "--tool", "computer_use_preview"],
+            &["--tool computer-use-preview"],
+        ),
+    ] {
+        let out = no_key(args);
+        assert_eq!(out.code(), 1, "{args:?}: {out:?}");
+        let err = out.stderr();
+        assert!(
+            err.contains("the offline exercise, which does not use"),
+            "{args:?}: {err}"
+        );
+        for n in named {
+            assert!(err.contains(n), "{args:?} should name {n}: {err}");
+        }
+        assert!(
+            !err.contains("booting"),
+            "{args:?}: a guest was booted: {err}"
+        );
+    }
+    // --reconcile beside a task (clap lets it pass: --resume conflicts
+    // with a task) is refused, with a key too, before anything starts.
+    let out = env.run(&["run", "--reconcile", "done", "a task"]);
+    assert_eq!(out.code(), 1, "{out:?}");
+    assert!(out.stderr().contains("give --resume RUN"), "{out:?}");
+    // A bad value is still clap's usage error (exit 2), key or not.
+    let out = no_key(&["run", "--max-steps", "0"]);
+    assert_eq!(out.code(), 2, "{out:?}");
+    assert!(out.stderr().contains("--max-steps"), "{out:?}");
+    assert_eq!(env.sessions(), Vec::<Value>::new(), "nothing was started");
+}
+
+/// `guest start --screen` (and the old `--display`) sets the screen;
+/// `guest ls --json` says it as `screen`, and for a local session the X
+/// display the daemon drives and the session's X cookie file.
+fn guest_ls_names_a_local_sessions_screen_and_x_display(env: &Env) {
+    let out = env.run(&[
+        "guest",
+        "start",
+        "--backend",
+        "local",
+        "--name",
+        "v1",
+        "--screen",
+        "640x400",
+    ]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    let out = env.run(&[
+        "guest",
+        "start",
+        "--backend",
+        "local",
+        "--name",
+        "v2",
+        "--display",
+        "320x240",
+    ]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    let rows = env.sessions();
+    let row = |n: &str| rows.iter().find(|r| r["name"] == n).cloned().unwrap();
+    assert_eq!(row("v1")["screen"], "640x400");
+    assert_eq!(row("v2")["screen"], "320x240");
+    assert_eq!(row("v1")["x_display"], FAKE_X_DISPLAY);
+    let cookie = row("v1")["xauthority"].as_str().unwrap().to_string();
+    assert!(
+        cookie.starts_with(&env.state.path().display().to_string())
+            && cookie.ends_with("/xauthority"),
+        "{cookie}"
+    );
+    let table = env.run(&["guest", "ls"]).stdout();
+    assert!(
+        table.contains("SCREEN") && table.contains("X DISPLAY"),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("v1") && l.contains("640x400") && l.ends_with(FAKE_X_DISPLAY)),
+        "{table}"
+    );
 }

@@ -123,6 +123,7 @@ async fn info() -> Response {
         protocol: PROTOCOL_VERSION.to_string(),
         daemon_version: "0.0.0-replies".into(),
         display: Some(SCREEN),
+        x_display: None,
         capabilities: Capabilities {
             xtest: true,
             shm: true,

@@ -291,6 +291,11 @@ pub struct Info {
     pub protocol: String,
     pub daemon_version: String,
     pub display: Option<Size>,
+    /// The X display the daemon drives (`:N`), as its guest names it: on a
+    /// local session that is this host's display, where a developer can
+    /// start an app; absent from a daemon older than this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x_display: Option<String>,
     pub capabilities: Capabilities,
     pub limits: Limits,
 }
@@ -314,6 +319,8 @@ struct InfoWire {
     protocol: String,
     daemon_version: String,
     display: Option<Size>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    x_display: Option<String>,
     capabilities: Capabilities,
     limits: Limits,
     #[serde(default)]
@@ -327,6 +334,7 @@ impl From<InfoWire> for InfoReply {
                 protocol: w.protocol,
                 daemon_version: w.daemon_version,
                 display: w.display,
+                x_display: w.x_display,
                 capabilities: w.capabilities,
                 limits: w.limits,
             },
@@ -341,6 +349,7 @@ impl From<InfoReply> for InfoWire {
             protocol,
             daemon_version,
             display,
+            x_display,
             capabilities,
             limits,
         } = r.info;
@@ -348,6 +357,7 @@ impl From<InfoReply> for InfoWire {
             protocol,
             daemon_version,
             display,
+            x_display,
             capabilities,
             limits,
             state: r.state,
@@ -364,6 +374,7 @@ mod tests {
             protocol: PROTOCOL_VERSION.to_string(),
             daemon_version: "0.1.0".into(),
             display: Some(Size::new(640, 480)),
+            x_display: None,
             capabilities: Capabilities {
                 xtest: true,
                 shm: false,

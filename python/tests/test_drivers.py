@@ -404,10 +404,10 @@ def test_session_start_and_stop_run_host_cli_with_argv_and_no_token(state: str, 
         "    print(name)\n"
     )
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    with sandtop.Session.start("demo-1", display=(800, 600), host_cli=str(fake)) as s:
+    with sandtop.Session.start("demo-1", screen=(800, 600), host_cli=str(fake)) as s:
         assert s.name == "demo-1" and s.screen == (800, 600)
     runs = [json.loads(line) for line in log.read_text().splitlines()]
-    assert runs[0]["argv"] == ["guest", "start", "--backend", "docker", "--name", "demo-1", "--display", "800x600"]
+    assert runs[0]["argv"] == ["guest", "start", "--backend", "docker", "--name", "demo-1", "--screen", "800x600"]
     assert runs[1]["argv"] == ["guest", "stop", "demo-1"]
     for r in runs:
         assert TOKEN not in json.dumps(r)

@@ -38,8 +38,9 @@ use bollard::query_parameters::{InspectContainerOptions, ListContainersOptionsBu
 use host_cli::channel::Channel;
 use host_cli::guest::docker::channel::{ChannelMode, PathUsed};
 use host_cli::guest::docker::{self, DockerBackend};
-use host_cli::guest::{self, StartRequest};
+use host_cli::guest::{self, StartRequest, ids, limits};
 use host_cli::secret::Secret;
+use host_cli::session::guest_folder;
 use host_cli::session::{SessionDir, SessionRecord, Store};
 use sandtop_protocol::{Action, BatchRequest, HealthStatus, ScreenshotOptions, Size};
 use sandtop_testkit::skip;
@@ -333,7 +334,7 @@ impl Guest {
     }
 
     async fn processes(&self) -> anyhow::Result<Vec<Value>> {
-        let v = self.probe(&["ps"], &docker::guest_user()).await?;
+        let v = self.probe(&["ps"], &ids::guest_user()).await?;
         Ok(v["processes"].as_array().cloned().unwrap_or_default())
     }
 
@@ -500,7 +501,7 @@ async fn security_from_inside_and_outside(ctx: Arc<Ctx>) -> anyhow::Result<()> {
     let h = c.host_config.clone().context("HostConfig")?;
     let cfg = c.config.clone().context("Config")?;
     ensure!(
-        cfg.user.as_deref() == Some(docker::guest_user().as_str()),
+        cfg.user.as_deref() == Some(ids::guest_user().as_str()),
         "C1 user {:?}",
         cfg.user
     );
@@ -527,7 +528,7 @@ async fn security_from_inside_and_outside(ctx: Arc<Ctx>) -> anyhow::Result<()> {
     let mounts = c.mounts.clone().unwrap_or_default();
     ensure!(mounts.len() == 1, "C5 mounts {mounts:?}");
     ensure!(
-        mounts[0].destination.as_deref() == Some(docker::GUEST_MOUNT)
+        mounts[0].destination.as_deref() == Some(ids::GUEST_MOUNT)
             && mounts[0].source.as_deref() == g.dir.guest_path().to_str(),
         "C5 the only mount is the session's guest folder: {mounts:?}"
     );
@@ -606,7 +607,7 @@ async fn security_from_inside_and_outside(ctx: Arc<Ctx>) -> anyhow::Result<()> {
         .and_then(|n| n.ipam?.config?.into_iter().find_map(|c| c.gateway))
         .unwrap_or_else(|| "172.17.0.1".to_string());
     let p = g
-        .probe(&["--gateway", &gateway], &docker::guest_user())
+        .probe(&["--gateway", &gateway], &ids::guest_user())
         .await?;
     let text = p.to_string();
     ensure!(
@@ -614,7 +615,7 @@ async fn security_from_inside_and_outside(ctx: Arc<Ctx>) -> anyhow::Result<()> {
         "the probe saw the token's value"
     );
     ensure!(
-        p["ids"]["uid"] == docker::GUEST_UID && p["ids"]["gid"] == docker::GUEST_GID,
+        p["ids"]["uid"] == ids::GUEST_UID && p["ids"]["gid"] == ids::GUEST_GID,
         "C1 {}",
         p["ids"]
     );
@@ -665,7 +666,7 @@ async fn security_from_inside_and_outside(ctx: Arc<Ctx>) -> anyhow::Result<()> {
             mp == "/"
                 || virtual_fs.contains(&fs)
                 || docker_files.contains(&mp)
-                || mp == docker::GUEST_MOUNT,
+                || mp == ids::GUEST_MOUNT,
             "C5 unexpected mount {m}"
         );
     }
@@ -802,7 +803,7 @@ async fn security_from_inside_and_outside(ctx: Arc<Ctx>) -> anyhow::Result<()> {
     );
 
     // --- C8: an orphan is reaped by the init.
-    let o = g.probe(&["orphans"], &docker::guest_user()).await?;
+    let o = g.probe(&["orphans"], &ids::guest_user()).await?;
     ensure!(o["orphan_pid"].is_u64(), "C8 {o}");
     ensure!(
         o["orphan_parent"] == 1,
@@ -879,10 +880,10 @@ async fn security_from_inside_and_outside(ctx: Arc<Ctx>) -> anyhow::Result<()> {
 
 /// C7: a fork bomb and a memory hog inside do not take the daemon down.
 async fn limits_hold_against_a_fork_bomb_and_a_memory_hog(ctx: Arc<Ctx>) -> anyhow::Result<()> {
-    let limits = docker::Limits {
+    let limits = limits::Limits {
         memory_bytes: 768 * 1024 * 1024,
         pids: 256,
-        ..docker::Limits::default()
+        ..limits::Limits::default()
     };
     let b = ctx.backend.clone().with_limits(limits);
     let g = Guest::start_with(&ctx, "lim", &b).await?;
@@ -1050,7 +1051,7 @@ async fn readiness_and_its_timeout(ctx: Arc<Ctx>) -> anyhow::Result<()> {
 
     let name = format!("e2e-{}-h3t", ctx.run);
     let out = host_cli(&ctx, &[])
-        .args(["guest", "start", "--name", &name, "--ready-timeout", "0"])
+        .args(["guest", "start", "--name", &name, "--ready-timeout", "0s"])
         .output()
         .await?;
     let err = String::from_utf8_lossy(&out.stderr);

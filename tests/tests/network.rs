@@ -68,9 +68,9 @@ use bollard::query_parameters::{
 use futures_util::StreamExt as _;
 use host_cli::egress::proxy::Answer;
 use host_cli::egress::service::{self, Attached, Paths};
-use host_cli::guest;
 use host_cli::guest::docker::channel::ChannelMode;
 use host_cli::guest::docker::{self, DockerBackend};
+use host_cli::guest::{self, ids};
 use host_cli::session::{SessionDir, SessionRecord, Store};
 use sandtop_testkit::skip;
 use serde_json::{Value, json};
@@ -1686,7 +1686,7 @@ async fn default_none_has_no_way_out(ctx: Arc<Ctx>) -> anyhow::Result<()> {
     let ls = g
         .base
         .backend
-        .exec(g.id(), &["ls", "-A", docker::GUEST_MOUNT], None, LONG)
+        .exec(g.id(), &["ls", "-A", ids::GUEST_MOUNT], None, LONG)
         .await?;
     let names = String::from_utf8_lossy(&ls.stdout).into_owned();
     ensure!(!names.contains("egress"), "/run/sandtop: {names}");
@@ -1896,13 +1896,13 @@ async fn nothing_published_and_the_proxy_has_no_tcp_port(ctx: Arc<Ctx>) -> anyho
         mode(&p.control)?
     );
     let guest_owner = if rustix::process::geteuid().is_root() {
-        (docker::GUEST_UID, docker::GUEST_GID)
+        (ids::GUEST_UID, ids::GUEST_GID)
     } else {
         (euid, egid)
     };
     // Only the guest's uid may connect; when the host user is neither root
     // nor that uid, "others" (the 0700 session folder keeps host users out).
-    let guest_mode = if rustix::process::geteuid().is_root() || euid == docker::GUEST_UID {
+    let guest_mode = if rustix::process::geteuid().is_root() || euid == ids::GUEST_UID {
         "600"
     } else {
         "666"

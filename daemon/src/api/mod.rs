@@ -64,6 +64,8 @@ pub struct ApiState {
     pub in_flight: Arc<tokio::sync::Semaphore>,
     /// The browser driver (none unless the daemon was given `--browser`).
     pub browser: Arc<BrowserService>,
+    /// The X display's name, kept current by the supervisor (`/v1/info`).
+    pub x_display: Option<crate::supervise::DisplayName>,
 }
 
 impl ApiState {
@@ -78,7 +80,14 @@ impl ApiState {
             deadline: Duration::from_millis(limits::REQUEST_DEADLINE_MS),
             in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
             browser: Arc::new(BrowserService::new(None)),
+            x_display: None,
         }
+    }
+
+    /// The same state reporting the X display's current name in `/v1/info`.
+    pub fn with_x_display(mut self, name: crate::supervise::DisplayName) -> ApiState {
+        self.x_display = Some(name);
+        self
     }
 
     /// The same state with a browser driver.
@@ -169,6 +178,7 @@ async fn info(State(state): State<Arc<ApiState>>) -> Response {
             protocol: PROTOCOL_VERSION.to_string(),
             daemon_version: env!("CARGO_PKG_VERSION").to_string(),
             display: *lock(&status.display),
+            x_display: state.x_display.as_ref().map(|n| n.get()),
             capabilities,
             limits: Limits::current(),
         },

@@ -1,4 +1,4 @@
-//! Approvals (CONTRACT.md rules 10-12): who may say yes, and how.
+//! Approvals (docs/contract.md rules 10-12): who may say yes, and how.
 //!
 //! 1. A computer call with pending safety checks runs only when *every*
 //!    check is approved. The answer must be an explicit `yes` typed on the
@@ -380,7 +380,7 @@ fn lock(t: &SharedTerminal) -> std::sync::MutexGuard<'_, Terminal> {
 }
 
 /// Asks the operator whether the guest may reach `origin`: approve, deny
-/// or cancel; anything else, or no answer, is deny (CONTRACT.md rule 21).
+/// or cancel; anything else, or no answer, is deny (docs/contract.md rule 21).
 pub fn ask_origin(t: &SharedTerminal, origin: &str) -> crate::egress::proxy::Answer {
     use crate::egress::proxy::Answer;
     let mut t = lock(t);

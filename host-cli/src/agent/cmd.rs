@@ -5,7 +5,7 @@
 //! 2. Use `--session` or boot a guest (removed at the end, on errors and
 //!    on Ctrl-C, unless `--keep`).
 //! 3. Take the session's run lock: a second run on the same session is
-//!    refused (CONTRACT.md rule 16).
+//!    refused (docs/contract.md rule 16).
 //! 4. Open the channel, the run folder, the operator (policy, terminal),
 //!    then hand everything to [`Runner`].
 //! 5. Print the outcome with usage totals; exit 0 only when the run
@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
+use clap::builder::TypedValueParser as _;
 use sandtop_protocol::{ScreenshotOptions, Size};
 use serde_json::json;
 
@@ -106,12 +107,21 @@ pub struct RunArgs {
     /// Stream responses (server-sent events).
     #[arg(long)]
     pub stream: bool,
-    /// Most requests to the model (the last one cannot start effects).
-    #[arg(long, default_value_t = 20)]
+    /// Most requests to the model (the last one cannot start effects),
+    /// 1 to 10000.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_steps: u32,
-    /// Wall-clock limit of the run, in seconds.
-    #[arg(long, default_value_t = 1800)]
-    pub max_seconds: u64,
+    /// Wall-clock limit of the run, e.g. 30m or 90s (at most 24h).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "30m",
+        value_parser = crate::units::duration_between(Duration::from_secs(1), Duration::from_secs(24 * 3600))
+    )]
+    pub max_time: Duration,
+    /// (The old spelling of --max-time, in seconds; kept for one release.)
+    #[arg(long, hide = true, conflicts_with = "max_time", value_parser = clap::value_parser!(u64).range(1..=24 * 3600))]
+    pub max_seconds: Option<u64>,
     /// Screenshots for the model are scaled to fit this size (default: the
     /// guest's screen, unscaled).
     #[arg(long, value_parser = Size::parse)]
@@ -138,14 +148,14 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "task")]
     pub resume: Option<PathBuf>,
     /// With --resume: what became of an action of unknown outcome, as you
-    /// checked on the screen: `done` or `not-done`.
-    #[arg(long, value_parser = ["done", "not-done"])]
-    pub reconcile: Option<String>,
-    /// Most screenshots resent per request (without --store).
-    #[arg(long, default_value_t = 3)]
+    /// checked on the screen.
+    #[arg(long, value_enum, requires = "resume")]
+    pub reconcile: Option<Reconcile>,
+    /// Most screenshots resent per request (without --store), 1 to 100.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=100).map(usize::from))]
     pub context_images: usize,
-    /// Most input bytes per request (without --store).
-    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    /// Most input bytes per request (without --store), 64 KiB to 256 MiB.
+    #[arg(long, default_value_t = 16 * 1024 * 1024, value_parser = clap::value_parser!(u32).range(64 * 1024..=256 * 1024 * 1024).map(|v| v as usize))]
     pub context_bytes: usize,
     /// Do not offer the model the ask_user tool (the official SDK's runner
     /// has none).
@@ -169,12 +179,14 @@ pub struct RunArgs {
     /// Extra instructions for the model.
     #[arg(long)]
     pub instructions: Option<String>,
-    /// Screen size of a guest this run boots.
-    #[arg(long, default_value = "1280x800", value_parser = Size::parse)]
-    pub display: Size,
+    /// Screen size of a guest this run boots, WIDTHxHEIGHT.
+    #[arg(long, value_name = "WxH", alias = "display", default_value = "1280x800", value_parser = Size::parse)]
+    pub screen: Size,
     /// Backend of a guest this run boots.
     #[arg(long, value_enum, default_value_t = BackendKind::Docker)]
     pub backend: BackendKind,
+    #[command(flatten)]
+    pub guest: crate::guest::options::GuestArgs,
     /// No progress lines on stderr (one per step by default).
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -184,6 +196,99 @@ pub struct RunArgs {
     pub events: Option<EventsFormat>,
     #[command(flatten)]
     pub net: crate::egress::service::NetworkArgs,
+    /// The options given on the command line or by their environment
+    /// variable (not left at their defaults), as `cli::parse` found them:
+    /// `run` without a key refuses those the offline exercise would not
+    /// use instead of dropping them.
+    #[arg(skip)]
+    pub given: Vec<Given>,
+}
+
+/// An option given on the command line or by its environment variable,
+/// rather than left at its default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Given {
+    /// clap's id (the field's name).
+    pub id: String,
+    /// As the user spells it: `--max-steps`, or `the task` for the
+    /// positional argument.
+    pub shown: String,
+}
+
+/// What `run` without an API key honours: the options the offline
+/// exercise uses (the rest, given, is refused by name).
+const EXERCISE_OPTIONS: &[&str] = &[
+    "session",
+    "keep",
+    "approve_scripted_checks",
+    "record",
+    "approve_policy",
+    "browser",
+    "tool",
+    "credentials",
+    "backend",
+    "image",
+    "memory",
+    "cpus",
+    "pids",
+    "ready_timeout",
+    "quiet",
+    "events",
+];
+
+/// The screen the exercise's script is written for.
+const EXERCISE_SCREEN: Size = Size::new(1280, 800);
+
+/// `run` without a key runs the offline exercise: the options it would
+/// not use, and a task (which only a model could do), are refused by
+/// name, never silently dropped.
+fn refuse_what_the_exercise_ignores(a: &RunArgs) -> anyhow::Result<()> {
+    if a.task.is_some() {
+        bail!(
+            "OPENAI_API_KEY is not set: a task needs a model. Set OPENAI_API_KEY to run it, or run              `host-cli run` without a task for the offline exercise"
+        );
+    }
+    let mut unused: Vec<&str> = a
+        .given
+        .iter()
+        .filter(|g| !EXERCISE_OPTIONS.contains(&g.id.as_str()))
+        .filter(|g| g.id != "screen" || a.screen != EXERCISE_SCREEN)
+        .map(|g| g.shown.as_str())
+        .collect();
+    if a.tool == Some(ToolChoice::ComputerUsePreview) {
+        unused.push("--tool computer-use-preview");
+    }
+    if !unused.is_empty() {
+        bail!(
+            "OPENAI_API_KEY is not set, so `host-cli run` runs the offline exercise, which does not use {}{}. Set OPENAI_API_KEY to run a task with them, or leave them out",
+            unused.join(", "),
+            if unused.iter().any(|u| u.starts_with("--screen")) {
+                format!(" (its script is written for a {EXERCISE_SCREEN} screen)")
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(())
+}
+
+/// What became of an action of unknown outcome (`--reconcile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Reconcile {
+    /// Its actions took effect.
+    Done,
+    /// They did not.
+    NotDone,
+}
+
+impl Reconcile {
+    /// The word the command line and the trajectory use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reconcile::Done => "done",
+            Reconcile::NotDone => "not-done",
+        }
+    }
 }
 
 /// The tools a run offers (`--tool`).
@@ -192,7 +297,9 @@ pub struct RunArgs {
 pub enum ToolChoice {
     /// The computer tool, GA shape (batched actions).
     Computer,
-    /// The computer tool, `computer_use_preview` shape.
+    /// The computer tool, `computer_use_preview` shape (also spelt as the
+    /// API does, `computer_use_preview`).
+    #[value(alias = "computer_use_preview")]
     ComputerUsePreview,
     /// The browser tools alone.
     Browser,
@@ -289,6 +396,18 @@ pub struct ExerciseArgs {
     /// it, a random account and a private temporary file are used.
     #[arg(long, value_name = "FILE", requires = "browser")]
     pub credentials: Option<PathBuf>,
+    /// Where the guest this exercise boots runs.
+    #[arg(long, value_enum, default_value_t = BackendKind::Docker)]
+    pub backend: BackendKind,
+    #[command(flatten)]
+    pub guest: crate::guest::options::GuestArgs,
+    /// No progress lines on stderr (one per step by default).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// Also print every event of the run on stdout, one JSON object per
+    /// line (`event` says which); the checks and the summary follow.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub events: Option<EventsFormat>,
 }
 
 const DEFAULT_INSTRUCTIONS: &str = "You operate a Linux desktop (Openbox, Firefox ESR, Mousepad, \
@@ -390,7 +509,7 @@ async fn session_for(
     store: &Store,
     name: Option<&str>,
     backend: BackendKind,
-    display: Size,
+    (screen, options): (Size, &crate::guest::options::GuestArgs),
     keep: bool,
     network: crate::egress::service::EgressConfig,
 ) -> anyhow::Result<(SessionDir, SessionRecord, Option<Booted>)> {
@@ -401,17 +520,14 @@ async fn session_for(
     }
     let req = StartRequest {
         name: session::new_name()?,
-        screen: display,
+        screen,
         network,
     };
-    eprintln!("host-cli: booting a {backend} guest ({display})");
+    eprintln!("host-cli: booting a {backend} guest ({screen})");
     let rec = match backend {
-        BackendKind::Docker => {
-            let b = DockerBackend::connect().await?;
-            guest::start(store, &b, &req).await?
-        }
+        BackendKind::Docker => guest::start(store, &options.docker().await?, &req).await?,
         BackendKind::Local => guest::start(store, &guest::local::LocalBackend, &req).await?,
-        BackendKind::Qemu => guest::start(store, &guest::qemu::QemuBackend::new()?, &req).await?,
+        BackendKind::Qemu => guest::start(store, &options.qemu()?, &req).await?,
     };
     let dir = store.get(&rec.name)?;
     let booted = Booted {
@@ -543,7 +659,7 @@ pub fn run_options(a: &RunArgs) -> anyhow::Result<RunOptions> {
             }
         })),
         max_steps: a.max_steps,
-        max_duration: Some(Duration::from_secs(a.max_seconds)),
+        max_duration: Some(a.max_seconds.map_or(a.max_time, Duration::from_secs)),
         store: a.store,
         stream: a.stream,
         screenshot: ScreenshotOptions {
@@ -569,31 +685,33 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         .filter(|k| !k.trim().is_empty());
     // Every inconsistency of the options is reported before a guest boots,
     // and so is a credentials file others could read.
+    if a.reconcile.is_some() && a.resume.is_none() {
+        // clap lets it pass beside a task (`--resume` conflicts with one).
+        bail!("--reconcile answers the unknown outcome of a run you --resume; give --resume RUN");
+    }
     let (choice, _) = tool_choice(&a)?;
     if let Some(p) = &a.credentials {
         Credentials::open(p)?;
-    }
-    if key.is_none() && !a.grants.is_empty() {
-        bail!("--grant: the offline exercise transfers no files; set OPENAI_API_KEY to run a task");
     }
     let Some(key) = key else {
         if a.resume.is_some() {
             bail!("--resume needs OPENAI_API_KEY (the offline exercise is not resumable)");
         }
-        eprintln!(
-            "host-cli: OPENAI_API_KEY is not set: running the offline exercise (scripted model, real guest)"
-        );
-        let browser = matches!(choice, ToolChoice::Browser | ToolChoice::Both);
         if !a.grants.is_empty() {
             bail!(
                 "--grant: the offline exercise transfers no files; set OPENAI_API_KEY to run a task"
             );
         }
+        refuse_what_the_exercise_ignores(&a)?;
+        let browser = matches!(choice, ToolChoice::Browser | ToolChoice::Both);
         if a.credentials.is_some() && !browser {
             bail!(
                 "--credentials: the offline exercise signs in only with --browser (the browser exercise)"
             );
         }
+        eprintln!(
+            "host-cli: OPENAI_API_KEY is not set: running the offline exercise (scripted model, real guest)"
+        );
         return exercise(ExerciseArgs {
             session: a.session,
             keep: a.keep,
@@ -602,6 +720,10 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             approve_policy: a.approve_policy,
             browser,
             credentials: a.credentials,
+            backend: a.backend,
+            guest: a.guest,
+            quiet: a.quiet,
+            events: a.events,
         })
         .await;
     };
@@ -632,7 +754,7 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         &store,
         session_name.as_deref(),
         a.backend,
-        a.display,
+        (a.screen, &a.guest),
         a.keep,
         a.net.config(),
     )
@@ -758,13 +880,13 @@ async fn run_on(
             let mut rec_ = Recorder::open(run)?;
             let mut next_input = p.pending_outputs.clone();
             if let Some((step, call)) = &p.unsettled {
-                let Some(answer) = a.reconcile.as_deref() else {
+                let Some(answer) = a.reconcile else {
                     bail!(
                         "the actions of call {call} (step {step}) were sent but their outcome is unknown. \
                          Look at the guest's screen, then resume with --reconcile done or --reconcile not-done"
                     );
                 };
-                let state = if answer == "done" {
+                let state = if answer == Reconcile::Done {
                     LedgerState::Done
                 } else {
                     LedgerState::Failed
@@ -773,7 +895,7 @@ async fn run_on(
                     *step,
                     call,
                     state,
-                    json!({"reconciled_by_operator": answer}),
+                    json!({"reconciled_by_operator": answer.as_str()}),
                 )?;
                 if is_function_call(&p.conversation, call) {
                     // A browser call: answered with the tabs as they are now.
@@ -782,7 +904,7 @@ async fn run_on(
                         .await
                         .context("reading the browser's state to answer the reconciled call")?;
                     let state = browser::project_state(&state).map_err(anyhow::Error::msg)?;
-                    let result = if answer == "done" {
+                    let result = if answer == Reconcile::Done {
                         Ok(serde_json::Value::Null)
                     } else {
                         Err("Not executed: the operator found that it did not take effect.".into())
@@ -793,7 +915,7 @@ async fn run_on(
                     let shot = channel.screenshot(&opts.screenshot).await?.screenshot;
                     next_input.push(wire::computer_call_output(call, &shot.data_url(), &[]));
                 }
-                let note = if answer == "done" {
+                let note = if answer == Reconcile::Done {
                     format!(
                         "The actions of call {call} ran (confirmed by the operator after an interruption)."
                     )
@@ -979,8 +1101,8 @@ pub async fn exercise(a: ExerciseArgs) -> anyhow::Result<ExitCode> {
     let (dir, rec, booted) = session_for(
         &store,
         a.session.as_deref(),
-        BackendKind::Docker,
-        Size::new(1280, 800),
+        a.backend,
+        (EXERCISE_SCREEN, &a.guest),
         a.keep,
         crate::egress::service::EgressConfig::none(),
     )
@@ -1088,7 +1210,7 @@ async fn exercise_on(
         opts,
         interrupt,
     )
-    .with_progress(Progress::for_cli(false, None));
+    .with_progress(Progress::for_cli(a.quiet, a.events));
     let outcome = runner.run(None).await?;
     let mut progress = runner.into_progress();
     print_outcome(&outcome, &run, &mut progress);

@@ -1,6 +1,6 @@
 //! The offline exercise: the scripted model drives the real guest through
 //! the real loop, and the result is checked against the applications' own
-//! records (CONTRACT.md rule 26), never against screenshots or the model's
+//! records (docs/contract.md rule 26), never against screenshots or the model's
 //! words.
 //!
 //! The script behaves like a cautious model: it raises one safety check on

@@ -1,4 +1,4 @@
-//! The Responses API computer tool loop (CONTRACT.md §2).
+//! The Responses API computer tool loop (docs/contract.md §2).
 //!
 //! - [`wire`]: request bodies and lenient reading of responses.
 //! - [`model`]: the model trait, the OpenAI HTTP client with retries.
@@ -8,6 +8,7 @@
 //! - [`preflight`]: every call of a response checked before any runs.
 //! - [`progress`]: a line per step on stderr, `--events json` on stdout.
 //! - [`record`]: the run folder, trajectory, screenshots and ledger.
+//! - [`outcome`]: how a run ended and its usage (read by all of these).
 //! - [`diagnostics`]: per-request and per-call records, an observer.
 //! - [`runner`]: the loop that ties them to a session's channel.
 
@@ -18,6 +19,7 @@ pub mod diagnostics;
 pub mod exercise;
 pub mod grants;
 pub mod model;
+pub mod outcome;
 pub mod preflight;
 pub mod progress;
 pub mod record;

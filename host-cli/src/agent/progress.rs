@@ -15,7 +15,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::runner::Ending;
+use super::outcome::Ending;
 use super::wire::Usage;
 use crate::term;
 

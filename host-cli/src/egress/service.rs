@@ -208,7 +208,7 @@ fn bind_for_guest(
 /// `prepare_guest_dir`).
 fn umask_for(owner: Option<(u32, u32)>) -> u32 {
     let guest_is_owner =
-        owner.is_some() || rustix::process::geteuid().as_raw() == crate::guest::docker::GUEST_UID;
+        owner.is_some() || rustix::process::geteuid().as_raw() == crate::guest::ids::GUEST_UID;
     if guest_is_owner { 0o177 } else { 0o111 }
 }
 

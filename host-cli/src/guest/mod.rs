@@ -15,7 +15,10 @@
 //! left behind (containers and folders).
 
 pub mod docker;
+pub mod ids;
+pub mod limits;
 pub mod local;
+pub mod options;
 pub mod qemu;
 
 use std::future::Future;
@@ -241,7 +244,7 @@ pub async fn start<B: Backend>(
         let paths = crate::egress::service::Paths::new(&dir.path, &dir.guest_path());
         let owner = rustix::process::geteuid()
             .is_root()
-            .then_some((docker::GUEST_UID, docker::GUEST_GID));
+            .then_some((ids::GUEST_UID, ids::GUEST_GID));
         match crate::egress::service::start(&paths, &req.network, owner).await {
             Ok(pid) => rec.egress_pid = Some(pid),
             Err(e) => {

@@ -36,7 +36,7 @@ use crate::secret::Secret;
 use crate::session::{BackendKind, SessionDir, SessionRecord, now_unix};
 
 /// The guest user's uid and gid inside the VM (the image's `user`).
-pub const GUEST_ID: u32 = super::docker::GUEST_UID;
+pub const GUEST_ID: u32 = super::ids::GUEST_UID;
 
 /// Where `make guest-vm` puts the image unless `SANDTOP_VM_DIR` says.
 pub fn default_image_dir() -> PathBuf {
@@ -184,7 +184,14 @@ pub struct VmLimits {
 
 impl Default for VmLimits {
     fn default() -> VmLimits {
-        let d = super::docker::Limits::default();
+        VmLimits::from(&super::limits::Limits::default())
+    }
+}
+
+impl From<&super::limits::Limits> for VmLimits {
+    /// A VM of the container's size: its memory, its CPUs rounded down to
+    /// whole ones (at least one), the same tmpfs sizes.
+    fn from(d: &super::limits::Limits) -> VmLimits {
         VmLimits {
             memory_mib: (d.memory_bytes / (1024 * 1024)) as u64,
             cpus: (d.nano_cpus / 1_000_000_000).max(1) as u32,
@@ -235,6 +242,9 @@ pub struct QemuBackend {
     /// Print the read-only probe's facts on the console at boot
     /// (`SANDTOP_VM_PROBE=1`; the VM tests read them with `guest logs`).
     pub probe: bool,
+    /// How long `start` waits for the daemon (default: by accelerator,
+    /// [`ready_timeout`]).
+    pub ready_timeout: Option<Duration>,
 }
 
 /// `qemu-system-<arch>` for this machine.
@@ -262,7 +272,20 @@ impl QemuBackend {
             qemu,
             probe: std::env::var_os("SANDTOP_VM_PROBE").is_some_and(|v| v == "1"),
             cpu: std::env::var("SANDTOP_QEMU_CPU").unwrap_or_else(|_| default_cpu(accel).into()),
+            ready_timeout: None,
         })
+    }
+
+    /// The VM's size from the guest limits (`--memory`, `--cpus`).
+    pub fn with_limits(mut self, limits: &super::limits::Limits) -> Self {
+        self.limits = VmLimits::from(limits);
+        self
+    }
+
+    /// How long `start` waits for the daemon; `None`: by accelerator.
+    pub fn with_ready_timeout(mut self, t: Option<Duration>) -> Self {
+        self.ready_timeout = t;
+        self
     }
 
     /// QEMU's arguments for a session (no secret among them).
@@ -458,7 +481,9 @@ impl Backend for QemuBackend {
         // of this command during the boot.
         dir.save(&rec)?;
         let token = Secret::read(&dir.token_path())?;
-        let timeout = ready_timeout(self.accel);
+        let timeout = self
+            .ready_timeout
+            .unwrap_or_else(|| ready_timeout(self.accel));
         let t0 = Instant::now();
         let mut last = None;
         loop {
@@ -610,6 +635,7 @@ mod tests {
             qemu: PathBuf::from("/usr/bin/qemu-system-x86_64"),
             probe: false,
             cpu: default_cpu(accel).into(),
+            ready_timeout: None,
         }
     }
 

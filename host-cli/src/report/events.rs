@@ -5,11 +5,10 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::html::{esc, pre};
+use super::html::{MAX_ARGS, esc, json_word, pre, verdict};
 use super::image;
 use super::load::Run;
-use super::overlay::short;
-use super::render::{MAX_ARGS, figure, json_word};
+use super::overlay::{figure, short};
 use crate::agent::record::{Entry, LedgerState};
 
 /// Approvals, confirmations, the ledger, refusals, questions.
@@ -240,12 +239,4 @@ pub fn events(run: &Run, events: &[Entry]) -> String {
 
 pub fn tag(s: &str) -> String {
     format!("<span class=\"tag\">{}</span>", esc(s))
-}
-
-pub fn verdict(good: bool, text: &str) -> String {
-    format!(
-        "<span class=\"{}\">{}</span>",
-        if good { "ok" } else { "bad" },
-        esc(text)
-    )
 }

@@ -114,6 +114,26 @@ pub fn utc(t_ms: u64) -> String {
     )
 }
 
+/// The most characters of one function call's arguments or output shown.
+pub const MAX_ARGS: usize = 2000;
+
+/// A serde enum's name (`step_budget`).
+pub fn json_word<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// A word coloured by whether it is good news.
+pub fn verdict(good: bool, text: &str) -> String {
+    format!(
+        "<span class=\"{}\">{}</span>",
+        if good { "ok" } else { "bad" },
+        esc(text)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use sandtop_protocol::Action;
 
 use super::html::esc;
+use super::image::Embedded;
 
 /// One action to draw, numbered as the step's list numbers it.
 #[derive(Debug, Clone)]
@@ -193,6 +194,24 @@ fn label_at(out: &mut String, x: f64, y: f64, text: &str) {
         "<text x=\"{x:.0}\" y=\"{y:.0}\" fill=\"{STROKE}\" stroke=\"{HALO}\" stroke-width=\"4\" \
          paint-order=\"stroke\" font-weight=\"bold\">{t}</text>"
     );
+}
+
+/// A screenshot with these actions drawn over it, and its caption.
+pub fn figure(e: &Embedded, file: &str, actions: &[Drawn<'_>]) -> String {
+    format!(
+        "<div class=\"shot\"><img src=\"{}\" width=\"{}\" height=\"{}\" alt=\"{}\">{}</div>\n\
+         <p class=\"muted\">{} ({}x{}, shown at {}x{})</p>\n",
+        e.uri,
+        e.width,
+        e.height,
+        esc(file),
+        svg(e.source_width, e.source_height, actions),
+        esc(file),
+        e.source_width,
+        e.source_height,
+        e.width,
+        e.height
+    )
 }
 
 #[cfg(test)]

@@ -5,15 +5,12 @@ use std::fmt::Write as _;
 use sandtop_protocol::Action;
 use serde_json::Value;
 
-use super::events::{events, verdict};
-use super::html::{esc, facts, ms, pre, utc};
-use super::image::{self, Embedded};
+use super::events::events;
+use super::html::{MAX_ARGS, esc, facts, json_word, ms, pre, utc, verdict};
+use super::image;
 use super::load::{Obs, Run, Step};
-use super::overlay::{self, Drawn, short};
+use super::overlay::{Drawn, figure, short};
 use crate::agent::wire::{self, OutputItem};
-
-/// The most characters of one function call's arguments or output shown.
-pub const MAX_ARGS: usize = 2000;
 
 /// The header: what the run was and how it ended.
 pub fn header(run: &Run) -> String {
@@ -67,14 +64,6 @@ fn ending(run: &Run) -> String {
     }
 }
 
-/// A serde enum's name (`step_budget`).
-pub fn json_word<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 /// A screenshot with the actions drawn over it, or why it is missing.
 fn shot(run: &Run, obs: &Obs, actions: &[Drawn<'_>]) -> String {
     match image::observation(&run.dir, &obs.file, &obs.map) {
@@ -84,23 +73,6 @@ fn shot(run: &Run, obs: &Obs, actions: &[Drawn<'_>]) -> String {
             esc(&e)
         ),
     }
-}
-
-pub fn figure(e: &Embedded, file: &str, actions: &[Drawn<'_>]) -> String {
-    format!(
-        "<div class=\"shot\"><img src=\"{}\" width=\"{}\" height=\"{}\" alt=\"{}\">{}</div>\n\
-         <p class=\"muted\">{} ({}x{}, shown at {}x{})</p>\n",
-        e.uri,
-        e.width,
-        e.height,
-        esc(file),
-        overlay::svg(e.source_width, e.source_height, actions),
-        esc(file),
-        e.source_width,
-        e.source_height,
-        e.width,
-        e.height
-    )
 }
 
 /// One computer call's actions, parsed as the loop parses them.

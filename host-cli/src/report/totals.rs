@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use sandtop_protocol::Timings;
 use serde_json::Value;
 
-use super::events::verdict;
+use super::html::verdict;
 use super::html::{esc, facts, ms, utc};
 use super::load::Run;
 use super::overlay::short;

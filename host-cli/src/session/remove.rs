@@ -1,7 +1,7 @@
 //! Removing a folder the guest has written in.
 //!
 //! A Docker guest writes `guest/` of its session folder as its own uid
-//! (`guest::docker::GUEST_UID`, no host account's) and can
+//! (`guest::ids::GUEST_UID`, no host account's) and can
 //! leave there anything a process can make: directories without read,
 //! write or search permission, chains of directories thousands deep,
 //! symbolic links to anywhere, FIFOs and sockets. The host must still
@@ -379,8 +379,8 @@ pub(crate) mod tests {
 
     /// The guest's uid (a process of that uid is the case to cover: the
     /// guest's own files, whatever their modes) and another account's.
-    pub(crate) const GUEST: u32 = crate::guest::docker::GUEST_UID;
-    pub(crate) const OTHER: u32 = crate::guest::docker::GUEST_UID + 1;
+    pub(crate) const GUEST: u32 = crate::guest::ids::GUEST_UID;
+    pub(crate) const OTHER: u32 = crate::guest::ids::GUEST_UID + 1;
 
     /// Runs test `f` of `module` again in a child process, in `dir`, as
     /// `uid` when given (from root: setuid and setgid, supplementary

@@ -14,8 +14,8 @@
 //!    records what it was asked and what had reached the daemon by then;
 //!    the real [`Approvals`] (no terminal, with or without a policy) is
 //!    used too.
-//! 4. Tests are named after the SECURITY.md property (L1..L7) or the
-//!    CONTRACT.md rule they pin. Every rig ends with
+//! 4. Tests are named after the docs/security.md property (L1..L7) or the
+//!    docs/contract.md rule they pin. Every rig ends with
 //!    [`Rig::assert_mock_clean`]: no schema error, no request the real API
 //!    would refuse, the daemon token never sent to the model API, and the
 //!    API key only ever in the `Authorization` header.
@@ -1674,6 +1674,7 @@ async fn garbage_info() -> Response {
             protocol: PROTOCOL_VERSION.to_string(),
             daemon_version: "0.0.0-garbage".into(),
             display: Some(SCREEN),
+            x_display: None,
             capabilities: Capabilities {
                 xtest: true,
                 shm: true,

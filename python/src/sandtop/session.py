@@ -66,6 +66,7 @@ class Session:
         cls,
         name: Optional[str] = None,
         *,
+        screen: Optional[tuple[int, int]] = None,
         display: Optional[tuple[int, int]] = None,
         backend: str = "docker",
         image: Optional[str] = None,
@@ -78,17 +79,23 @@ class Session:
         """``host-cli guest start`` (argv only, no shell), then attach.
 
         The session is owned: ``stop()`` (or leaving a ``with`` block)
-        stops it. ``extra_args`` are more ``guest start`` options, passed
-        as separate arguments.
+        stops it. ``screen`` is the display's size, ``(width, height)``
+        (``display`` is its older name, kept for one release).
+        ``extra_args`` are more ``guest start`` options, passed as
+        separate arguments.
         """
+        if display is not None:
+            if screen is not None:
+                raise ValueError("give screen or display (its older name), not both")
+            screen = display
         argv = [host_cli, "guest", "start", "--backend", _choice(backend, ("docker", "local"), "backend")]
         if name is not None:
             argv += ["--name", _check_name(name)]
-        if display is not None:
-            w, h = display
+        if screen is not None:
+            w, h = screen
             if not all(type(v) is int and 1 <= v <= 8192 for v in (w, h)):
-                raise ValueError("display must be two integers within 1..8192")
-            argv += ["--display", f"{w}x{h}"]
+                raise ValueError("screen must be two integers within 1..8192")
+            argv += ["--screen", f"{w}x{h}"]
         if image is not None:
             argv += ["--image", image]
         if network is not None:

@@ -86,7 +86,7 @@ pub async fn other_host_users_cannot_reach_a_guest(ctx: Arc<Ctx>) -> anyhow::Res
         return Ok(());
     }
     // No host account has the guest's ids (guest start checks it too).
-    docker::check_guest_ids_unused()?;
+    ids::check_guest_ids_unused()?;
     let g = Guest::start(&ctx, "uid").await?;
     let cfg = ctx
         .backend
@@ -96,13 +96,13 @@ pub async fn other_host_users_cannot_reach_a_guest(ctx: Arc<Ctx>) -> anyhow::Res
         .config
         .context("Config")?;
     ensure!(
-        cfg.user.as_deref() == Some(docker::guest_user().as_str()),
+        cfg.user.as_deref() == Some(ids::guest_user().as_str()),
         "the container runs as {:?}",
         cfg.user
     );
-    let p = g.probe(&[], &docker::guest_user()).await?;
+    let p = g.probe(&[], &ids::guest_user()).await?;
     ensure!(
-        p["ids"]["uid"] == docker::GUEST_UID && p["ids"]["gid"] == docker::GUEST_GID,
+        p["ids"]["uid"] == ids::GUEST_UID && p["ids"]["gid"] == ids::GUEST_GID,
         "the guest's processes run as {}",
         p["ids"]
     );
@@ -112,7 +112,7 @@ pub async fn other_host_users_cannot_reach_a_guest(ctx: Arc<Ctx>) -> anyhow::Res
         "the token is still in the guest's folder"
     );
     let pid = host_pid(&ctx, g.id()).await?;
-    let via_proc = format!("/proc/{pid}/root{}", docker::GUEST_MOUNT);
+    let via_proc = format!("/proc/{pid}/root{}", ids::GUEST_MOUNT);
     let host_token = g.dir.token_path().display().to_string();
     let host_socket = g
         .dir
@@ -165,7 +165,7 @@ pub async fn other_host_users_cannot_reach_a_guest(ctx: Arc<Ctx>) -> anyhow::Res
     // no file holds the token any more. Through /proc/PID/root it is the
     // guest itself (it can reach its own socket from inside anyway); that
     // is why no host account may have this uid.
-    let guest = run_host_probe(Some((docker::GUEST_UID, docker::GUEST_GID)), &ops)?;
+    let guest = run_host_probe(Some((ids::GUEST_UID, ids::GUEST_GID)), &ops)?;
     for r in &guest[..3] {
         ensure!(
             r["ok"] == false,
@@ -210,13 +210,13 @@ pub async fn the_guest_folder_is_capped_noexec_and_anonymous(ctx: Arc<Ctx>) -> a
         return Ok(());
     }
     let g = Guest::start(&ctx, "fold").await?;
-    let m = docker::GUEST_MOUNT;
+    let m = ids::GUEST_MOUNT;
 
     // On the host: a tmpfs of the configured size, not the host's disk.
     let st = rustix::fs::statvfs(g.dir.guest_path())?;
     let host_bytes = st.f_blocks * st.f_frsize;
     ensure!(
-        host_bytes == docker::GUEST_FOLDER_BYTES,
+        host_bytes == guest_folder::GUEST_FOLDER_BYTES,
         "the guest folder's filesystem holds {host_bytes} bytes"
     );
 
@@ -255,7 +255,7 @@ pub async fn the_guest_folder_is_capped_noexec_and_anonymous(ctx: Arc<Ctx>) -> a
         "dd was not refused: {out}"
     );
     ensure!(
-        size > 0 && size as u64 <= docker::GUEST_FOLDER_BYTES,
+        size > 0 && size as u64 <= guest_folder::GUEST_FOLDER_BYTES,
         "wrote {size} bytes: {out}"
     );
     // And files until refused: stops at the folder's inodes.
@@ -269,13 +269,13 @@ pub async fn the_guest_folder_is_capped_noexec_and_anonymous(ctx: Arc<Ctx>) -> a
     .await?;
     let made = figure(&out, "made")?;
     ensure!(
-        made > 0 && (made as u64) < docker::GUEST_FOLDER_INODES,
+        made > 0 && (made as u64) < guest_folder::GUEST_FOLDER_INODES,
         "made {made} files: {out}"
     );
     println!(
         "  refused after {size} bytes ({} MiB cap) and {made} files ({} inodes)",
-        docker::GUEST_FOLDER_BYTES / (1024 * 1024),
-        docker::GUEST_FOLDER_INODES
+        guest_folder::GUEST_FOLDER_BYTES / (1024 * 1024),
+        guest_folder::GUEST_FOLDER_INODES
     );
 
     // The guest's mountinfo: /run/sandtop is the root of a tmpfs, noexec,
@@ -345,7 +345,7 @@ async fn labelled_container(
     }
     let body = bollard::models::ContainerCreateBody {
         image: Some(docker::DEFAULT_IMAGE.to_string()),
-        user: Some(docker::guest_user()),
+        user: Some(ids::guest_user()),
         entrypoint: Some(vec!["/bin/sleep".into()]),
         cmd: Some(vec!["600".into()]),
         labels: Some(labels),

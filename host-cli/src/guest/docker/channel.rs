@@ -171,7 +171,11 @@ impl ExecConnector {
             tty: Some(false),
             // The container's own user; said again so that an image
             // change cannot turn the relay into root.
-            user: Some(format!("{}:{}", super::GUEST_UID, super::GUEST_GID)),
+            user: Some(format!(
+                "{}:{}",
+                crate::guest::ids::GUEST_UID,
+                crate::guest::ids::GUEST_GID
+            )),
             // Nothing of the host's environment: the exec inherits the
             // container's (scrubbed) one.
             env: None,

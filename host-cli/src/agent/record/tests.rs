@@ -1,0 +1,146 @@
+use super::*;
+use std::os::unix::fs::PermissionsExt as _;
+
+#[test]
+fn images_are_exclusive_and_private() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = Recorder::create(&tmp.path().join("run")).unwrap();
+    r.save_image("a.png", b"x").unwrap();
+    let mode = std::fs::metadata(r.dir().join("a.png"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    assert!(
+        r.save_image("a.png", b"y").is_err(),
+        "an existing screenshot was overwritten"
+    );
+    assert_eq!(std::fs::read(r.dir().join("a.png")).unwrap(), b"x");
+}
+
+#[test]
+fn resume_stops_at_an_unsettled_call_and_survives_a_torn_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let mut r = Recorder::create(&dir).unwrap();
+    r.write(&started()).unwrap();
+    r.write(&response(1, "resp_1")).unwrap();
+    r.ledger(1, "call_a", LedgerState::Pending, json!({}))
+        .unwrap();
+    r.ledger(1, "call_a", LedgerState::Done, json!({})).unwrap();
+    r.write(&Entry::CallOutput {
+        step: 1,
+        item: json!({"type": "computer_call_output", "call_id": "call_a"}),
+    })
+    .unwrap();
+    r.write(&response(2, "resp_2")).unwrap();
+    r.ledger(2, "call_b", LedgerState::Pending, json!({}))
+        .unwrap();
+    drop(r);
+    // A crash mid-write leaves half a line.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("trajectory.jsonl"))
+        .unwrap();
+    f.write_all(b"{\"kind\": \"ledger\", \"sta").unwrap();
+    let p = resume_point(&dir).unwrap();
+    assert_eq!(p.last_response_id.as_deref(), Some("resp_2"));
+    assert_eq!(p.steps_done, 2);
+    assert_eq!(p.unsettled, Some((2, "call_b".to_string())));
+    assert!(
+        p.pending_outputs.is_empty(),
+        "outputs before resp_2 were already sent"
+    );
+    assert!(!p.finished);
+    // A resume appends after the torn line, never onto it.
+    let mut r = Recorder::open(&dir).unwrap();
+    r.write(&Entry::RunResumed { steps_done: 2 }).unwrap();
+    drop(r);
+    let entries = read_trajectory(&dir).unwrap();
+    assert_eq!(entries.last(), Some(&Entry::RunResumed { steps_done: 2 }));
+}
+
+fn started() -> Entry {
+    Entry::RunStarted(Box::new(Started {
+        task: "t".into(),
+        session: "s".into(),
+        ..Started::default()
+    }))
+}
+
+fn response(step: u32, id: &str) -> Entry {
+    Entry::Response {
+        step,
+        id: id.into(),
+        status: "completed".into(),
+        output: vec![],
+    }
+}
+
+#[test]
+fn every_line_is_written_and_read_through_the_entry_type() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let mut r = Recorder::create(&dir).unwrap();
+    let entries = vec![
+        started(),
+        response(1, "resp_1"),
+        Entry::Ledger {
+            step: 1,
+            call_id: "call_a".into(),
+            state: LedgerState::Unknown,
+            detail: json!({"error": "stopped"}),
+        },
+        Entry::Confirm {
+            step: 1,
+            call_id: "call_a".into(),
+            index: None,
+            approved: false,
+        },
+    ];
+    for e in &entries {
+        r.write(e).unwrap();
+    }
+    drop(r);
+    assert_eq!(read_trajectory(&dir).unwrap(), entries);
+    let text = std::fs::read_to_string(dir.join("trajectory.jsonl")).unwrap();
+    let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(first["kind"], "run_started");
+    assert!(first["t_unix_ms"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_misspelt_field_is_an_error_not_a_resume_from_step_0() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let mut r = Recorder::create(&dir).unwrap();
+    r.write(&started()).unwrap();
+    r.write(&response(1, "resp_1")).unwrap();
+    drop(r);
+    // A hand-edited (or older, or foreign) line: `stpe` for `step`.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("trajectory.jsonl"))
+        .unwrap();
+    f.write_all(b"{\"kind\":\"response\",\"stpe\":2,\"id\":\"resp_2\",\"status\":\"completed\",\"output\":[],\"t_unix_ms\":1}\n")
+            .unwrap();
+    let e = resume_point(&dir).unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(msg.contains("line 3") && msg.contains("stpe"), "{msg}");
+    // An unknown kind too.
+    std::fs::write(
+            dir.join("trajectory.jsonl"),
+            b"{\"kind\":\"run_started\",\"task\":\"t\",\"session\":\"s\"}\n{\"kind\":\"respons\",\"step\":1}\n",
+        )
+        .unwrap();
+    let msg = format!("{:#}", resume_point(&dir).unwrap_err());
+    assert!(msg.contains("line 2") && msg.contains("respons"), "{msg}");
+}
+
+#[test]
+fn image_data_never_reaches_the_trajectory() {
+    let v = json!({"output": {"image_url": "data:image/png;base64,AAAA"}, "n": [1, "data:image/webp;base64,x"]});
+    let s = strip_images(&v).to_string();
+    assert!(!s.contains("base64"), "{s}");
+}

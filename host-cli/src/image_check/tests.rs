@@ -1,0 +1,245 @@
+use super::*;
+use sandtop_protocol::{Fit, Rect};
+
+/// A real PNG: `w` x `h`, 8-bit RGB, a gradient.
+fn png(w: u32, h: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, w, h);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    let mut wr = enc.write_header().unwrap();
+    let px: Vec<u8> = (0..w * h * 3).map(|i| (i % 251) as u8).collect();
+    wr.write_image_data(&px).unwrap();
+    wr.finish().unwrap();
+    out
+}
+
+/// `png(w, h)` with its IHDR rewritten to claim `cw` x `ch` (CRC fixed,
+/// so only the size lies).
+fn lying(w: u32, h: u32, cw: u32, ch: u32) -> Vec<u8> {
+    let mut b = png(w, h);
+    b[16..20].copy_from_slice(&cw.to_be_bytes());
+    b[20..24].copy_from_slice(&ch.to_be_bytes());
+    let crc = crc32(&b[12..29]);
+    b[29..33].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+fn crc32(data: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &x in data {
+        c ^= u32::from(x);
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                0xedb8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+fn shot(bytes: &[u8], map: ScaleMap) -> Screenshot {
+    Screenshot {
+        format: ImageFormat::Png,
+        width: map.image.width,
+        height: map.image.height,
+        data: base64::engine::general_purpose::STANDARD.encode(bytes),
+        scale_map: map,
+    }
+}
+
+const SCREEN: Size = Size::new(1280, 800);
+
+#[test]
+fn a_real_screenshot_passes_and_decodes() {
+    let s = shot(&png(64, 40), ScaleMap::identity(Size::new(64, 40)));
+    assert!(check_screenshot(&s).is_ok());
+    let img = decode_screenshot(&s).unwrap();
+    assert_eq!(
+        (img.width, img.height, img.rgb.len()),
+        (64, 40, 64 * 40 * 3)
+    );
+    assert_eq!(img.rgb.capacity(), img.rgb.len(), "never past the size");
+    assert_eq!(&img.rgb[..4], &[0, 1, 2, 3]);
+}
+
+#[test]
+fn a_reply_must_be_the_size_asked_for() {
+    let asked = ScreenshotOptions {
+        size: Some(Size::new(640, 400)),
+        ..ScreenshotOptions::default()
+    };
+    let good = ScaleMap::fit(SCREEN, None, asked.size, Fit::Contain).unwrap();
+    assert!(check_reply(&shot(&png(640, 400), good), &asked, None).is_ok());
+    // Self-consistent, but the whole screen unscaled: not what was asked.
+    let whole = shot(&png(1280, 800), ScaleMap::identity(SCREEN));
+    assert!(check_screenshot(&whole).is_ok());
+    let e = check_reply(&whole, &asked, None).unwrap_err();
+    assert!(
+        e.contains("asks for 640x400") && e.contains("reply is 1280x800"),
+        "{e}"
+    );
+    // Unscaled request, scaled reply.
+    let unscaled = ScreenshotOptions::default();
+    assert!(check_reply(&whole, &unscaled, None).is_ok());
+    let e = check_reply(&shot(&png(640, 400), good), &unscaled, None).unwrap_err();
+    assert!(e.contains("asks for 1280x800"), "{e}");
+    // A crop of the right size but another region.
+    let region = Rect {
+        x: 0,
+        y: 0,
+        width: 640,
+        height: 400,
+    };
+    let crop = ScaleMap::fit(SCREEN, Some(region), None, Fit::Contain).unwrap();
+    let e = check_reply(&shot(&png(640, 400), crop), &asked, None).unwrap_err();
+    assert!(e.contains("region 640x400+0+0"), "{e}");
+    // The wrong format.
+    let webp = ScreenshotOptions {
+        format: ImageFormat::Webp,
+        ..asked
+    };
+    let e = check_reply(&shot(&png(640, 400), good), &webp, None).unwrap_err();
+    assert!(e.contains("Webp screenshot was asked for"), "{e}");
+}
+
+#[test]
+fn a_batch_reply_carries_the_map_its_coordinates_refer_to() {
+    let asked = ScreenshotOptions::default();
+    let old = ScaleMap::identity(Size::new(1024, 768));
+    let now = shot(&png(1280, 800), ScaleMap::identity(SCREEN));
+    assert!(check_reply(&now, &asked, Some(&now.scale_map)).is_ok());
+    let e = check_reply(&now, &asked, Some(&old)).unwrap_err();
+    assert!(e.contains("refer to 1024x768"), "{e}");
+}
+
+#[test]
+fn a_scale_map_disagreeing_with_the_image_is_refused() {
+    let mut s = shot(&png(640, 400), ScaleMap::identity(SCREEN));
+    s.width = 640;
+    s.height = 400;
+    let e = check_screenshot(&s).unwrap_err();
+    assert!(
+        e.contains("640x400 image with a scale map for 1280x800"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_ihdr_lying_about_the_size_is_refused_before_decoding() {
+    // The reply and its map say 64x40; the header says 64x41.
+    let s = shot(
+        &lying(64, 40, 64, 41),
+        ScaleMap::identity(Size::new(64, 40)),
+    );
+    let e = check_screenshot(&s).unwrap_err();
+    assert!(e.contains("the image is 64x41"), "{e}");
+    // The decoder compares the header with what it expects first.
+    assert_eq!(
+        decode_png(&lying(64, 40, 64, 41), Size::new(64, 40)),
+        Err(DecodeError::WrongSize {
+            found: Size::new(64, 41),
+            expected: Size::new(64, 40)
+        })
+    );
+    // A header that agrees but pixel data for fewer rows: refused,
+    // with no more than the rows present in the buffer.
+    let e = decode_png(&lying(64, 40, 64, 80), Size::new(64, 80)).unwrap_err();
+    assert!(matches!(e, DecodeError::Damaged(_)), "{e:?}");
+}
+
+#[test]
+fn a_png_of_another_kind_is_refused_from_its_header() {
+    // Right size, but 16-bit RGBA: eight bytes per pixel instead of
+    // three. Only the header is read.
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, 64, 40);
+    enc.set_color(png::ColorType::Rgba);
+    enc.set_depth(png::BitDepth::Sixteen);
+    let mut wr = enc.write_header().unwrap();
+    wr.write_image_data(&vec![7u8; 64 * 40 * 8]).unwrap();
+    wr.finish().unwrap();
+    let s = shot(&out, ScaleMap::identity(Size::new(64, 40)));
+    let e = check_screenshot(&s).unwrap_err();
+    assert!(e.contains("not 8-bit RGB"), "{e}");
+    assert_eq!(
+        decode_png(&out, Size::new(64, 40)),
+        Err(DecodeError::NotRgb8)
+    );
+    // A corrupted IHDR (CRC) is refused by the png crate's header read.
+    let mut b = png(64, 40);
+    b[29] ^= 0xff;
+    let e = check_screenshot(&shot(&b, ScaleMap::identity(Size::new(64, 40)))).unwrap_err();
+    assert!(e.contains("screenshot PNG"), "{e}");
+}
+
+#[test]
+fn base64_longer_than_the_image_can_take_is_refused_before_decoding() {
+    let size = Size::new(4, 4);
+    let mut s = shot(&png(4, 4), ScaleMap::identity(size));
+    let most = max_base64_len(size) as usize;
+    // Not even valid base64: the length alone refuses it.
+    s.data = "%".repeat(most + 1);
+    let e = check_screenshot(&s).unwrap_err();
+    assert!(e.contains("bytes of base64 for a 4x4 image"), "{e}");
+    // A 1280x800 screenshot fits (its raw size, base64, is ~4 MB).
+    let big = Size::new(1280, 800);
+    assert!(max_base64_len(big) > 4 * (1280 * 800 * 3 + 800) / 3);
+    assert!(max_base64_len(big) < limits::MAX_REPLY_BYTES as u64);
+}
+
+/// A 1x1 PNG (under 100 bytes) whose IHDR claims 60000x60000, 10.8 GB
+/// of RGB.
+fn huge() -> Vec<u8> {
+    lying(1, 1, 60_000, 60_000)
+}
+
+#[test]
+fn a_tiny_png_claiming_60000x60000_is_refused_before_allocation() {
+    let b = huge();
+    assert!(b.len() < 100, "{}", b.len());
+    // Control: what an unlimited decoder would size its buffer to.
+    let reader = png::Decoder::new(std::io::Cursor::new(&b[..]))
+        .read_info()
+        .unwrap();
+    assert_eq!(reader.output_buffer_size(), Some(60_000 * 60_000 * 3));
+    // The checked decoders refuse on the header.
+    assert_eq!(
+        decode_png(&b, SCREEN),
+        Err(DecodeError::WrongSize {
+            found: Size::new(60_000, 60_000),
+            expected: SCREEN
+        })
+    );
+    assert!(matches!(
+        decode_png_within(&b, MAX_SIZE),
+        Err(DecodeError::TooLarge { .. })
+    ));
+    // And the png crate's limits, set for the expected width, refuse
+    // the header's row buffer (180 kB) before it is allocated.
+    assert!(matches!(
+        limited_reader(&b, SCREEN.width),
+        Err(DecodeError::Limits)
+    ));
+    // As a reply it never gets that far.
+    let s = shot(&b, ScaleMap::identity(SCREEN));
+    let e = check_screenshot(&s).unwrap_err();
+    assert!(e.contains("the image is 60000x60000"), "{e}");
+}
+
+#[test]
+fn decoding_allocates_only_rows_that_arrive() {
+    // The header says 2048x2048 (12 MB); the data holds 2 rows.
+    let b = lying(2048, 2, 2048, 2048);
+    let e = decode_png_within(&b, MAX_SIZE).unwrap_err();
+    assert!(matches!(e, DecodeError::Damaged(_)), "{e:?}");
+    let mut rgb = Vec::new();
+    assert!(decode_into(&b, Size::new(2048, 2048), &mut rgb).is_err());
+    assert_eq!(rgb.len(), 2 * 2048 * 3);
+    assert!(rgb.capacity() <= 2 * 2048 * 3, "{}", rgb.capacity());
+    // Rows grow the buffer geometrically, capped at the image size.
+    let img = decode_png(&png(300, 200), Size::new(300, 200)).unwrap();
+    assert_eq!(img.rgb.capacity(), 300 * 200 * 3);
+}
