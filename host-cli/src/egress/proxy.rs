@@ -144,6 +144,8 @@ pub struct Proxy {
     limits: Limits,
     /// Places under [`Limits::max_connections`].
     slots: Arc<tokio::sync::Semaphore>,
+    /// Connections given a slot since the start.
+    served: std::sync::atomic::AtomicU64,
     /// This host's addresses when fixed (tests); else read at each decision.
     host_addresses: Option<Vec<IpAddr>>,
 }
@@ -193,6 +195,7 @@ impl Proxy {
             journal: Arc::new(JournalGate::new(journal, limits)),
             limits,
             slots: Arc::new(tokio::sync::Semaphore::new(limits.max_connections)),
+            served: std::sync::atomic::AtomicU64::new(0),
             host_addresses: None,
         }
     }
@@ -200,6 +203,12 @@ impl Proxy {
     /// Connections served now.
     pub fn open_connections(&self) -> usize {
         self.limits.max_connections - self.slots.available_permits()
+    }
+
+    /// Connections given a slot (served) since the proxy started; the
+    /// others were closed at once as over the cap.
+    pub fn served_connections(&self) -> u64 {
+        self.served.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Writes the journal's summary of what it held back, if any (tests,
@@ -622,6 +631,9 @@ where
         }));
         return;
     };
+    proxy
+        .served
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let stream = Counted::new(stream, Some(permit));
     tokio::spawn(async move {
         let header_timeout = proxy.limits.header_timeout;
