@@ -20,6 +20,7 @@ use anyhow::Context as _;
 use sandtop_protocol::Action;
 use serde::Deserialize;
 
+use super::scripted::ScriptedOnly;
 use super::sign_in::{Answer as SignInAnswer, Credentials};
 use super::wire::SafetyCheck;
 use crate::term;
@@ -44,6 +45,8 @@ pub struct CheckRequest<'a> {
     /// approval: the screenshot that approval was given on, marked
     /// (`marked` is then the fresh capture).
     pub changed_since: Option<&'a Path>,
+    /// The runner's model, when it is the scripted one.
+    pub scripted: Option<ScriptedOnly>,
 }
 
 /// What the operator is asked before one action.
@@ -68,6 +71,8 @@ pub struct BrowserRequest<'a> {
     /// the member, its validated arguments, the target's role and label,
     /// the active tab's origin and title before the call.
     pub description: &'a str,
+    /// The runner's model, when it is the scripted one.
+    pub scripted: Option<ScriptedOnly>,
 }
 
 /// What the operator is asked for a sign-in: the checked request, and on
@@ -404,8 +409,9 @@ pub fn ask_origin(t: &SharedTerminal, origin: &str) -> crate::egress::proxy::Ans
 pub struct Approvals {
     pub policy: Option<Policy>,
     pub terminal: Option<SharedTerminal>,
-    /// Approve the scripted model's checks and browser calls (the runner
-    /// only sets this for the scripted model).
+    /// `--approve-scripted-checks`: approve the checks and browser calls
+    /// of a question that carries the scripted model's proof
+    /// ([`ScriptedOnly`]), and only those.
     pub scripted_checks: bool,
     /// `--credentials FILE`: sign-in values by exact origin.
     pub credentials: Option<Credentials>,
@@ -467,7 +473,7 @@ fn describe_action(a: &Action) -> String {
 
 impl Operator for Approvals {
     fn approve_checks(&mut self, req: &CheckRequest<'_>) -> Decision {
-        if self.scripted_checks {
+        if self.scripted_checks && req.scripted.is_some() {
             return Decision::Approve;
         }
         if let Some(d) = self.policy.as_ref().and_then(|p| p.checks(req.checks)) {
@@ -538,7 +544,7 @@ impl Operator for Approvals {
     }
 
     fn confirm_browser(&mut self, req: &BrowserRequest<'_>) -> Decision {
-        if self.scripted_checks {
+        if self.scripted_checks && req.scripted.is_some() {
             return Decision::Approve;
         }
         if self

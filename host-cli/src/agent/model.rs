@@ -50,10 +50,11 @@ pub type Creating<'a> =
 pub trait Model: Send {
     /// For the record.
     fn describe(&self) -> String;
-    /// Whether this is the offline scripted model (which alone may have its
-    /// safety checks approved by `--approve-scripted-checks`).
-    fn is_scripted(&self) -> bool {
-        false
+    /// The offline scripted model's proof of what it is (which alone may
+    /// have its safety checks approved by `--approve-scripted-checks`):
+    /// only [`super::scripted::ScriptedModel`] can make one.
+    fn scripted(&self) -> Option<super::scripted::ScriptedOnly> {
+        None
     }
     fn create<'a>(&'a mut self, body: &'a Value) -> Creating<'a>;
 }

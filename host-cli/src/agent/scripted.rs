@@ -27,6 +27,15 @@ impl Script for Fixed {
     }
 }
 
+/// Proof that the model asking is the offline scripted one: its fields
+/// are private to this module, so only [`ScriptedModel`] makes one. The
+/// runner puts its model's proof (or none) into every question it asks
+/// the operator, and `--approve-scripted-checks` approves a question only
+/// when it carries one, so the flag cannot approve a real model's
+/// checks whatever the CLI lets through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScriptedOnly(());
+
 /// The scripted model.
 pub struct ScriptedModel {
     script: Box<dyn Script>,
@@ -58,8 +67,8 @@ impl Model for ScriptedModel {
         "the offline scripted model".into()
     }
 
-    fn is_scripted(&self) -> bool {
-        true
+    fn scripted(&self) -> Option<ScriptedOnly> {
+        Some(ScriptedOnly(()))
     }
 
     fn create<'a>(&'a mut self, body: &'a Value) -> Creating<'a> {

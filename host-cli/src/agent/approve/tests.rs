@@ -1,6 +1,8 @@
 //! Unit tests of the operator: policies, terminal prompts, stops.
 
 use super::*;
+use crate::agent::model::Model as _;
+use crate::agent::scripted::{Fixed, ScriptedModel};
 use sandtop_protocol::Button;
 
 fn check(code: Option<&str>) -> SafetyCheck {
@@ -20,8 +22,25 @@ fn without_terminal_or_policy_everything_is_denied() {
         actions: &[],
         marked: None,
         changed_since: None,
+        scripted: None,
     };
     assert!(matches!(a.approve_checks(&req), Decision::Deny(_)));
+    // --approve-scripted-checks approves the scripted model's checks only.
+    let mut flag = Approvals {
+        scripted_checks: true,
+        ..Approvals::default()
+    };
+    assert!(
+        matches!(flag.approve_checks(&req), Decision::Deny(_)),
+        "approved a question without the scripted model's proof"
+    );
+    let proof = ScriptedModel::new(Box::new(Fixed(Default::default()))).scripted();
+    let from_script = CheckRequest {
+        scripted: proof,
+        ..req
+    };
+    assert_eq!(flag.approve_checks(&from_script), Decision::Approve);
+    assert!(matches!(a.approve_checks(&from_script), Decision::Deny(_)));
     let ar = ActionRequest {
         call_id: "c",
         action: None,
@@ -54,6 +73,7 @@ fn policy_approves_only_listed_codes_and_only_when_all_are_listed() {
         actions: &[],
         marked: None,
         changed_since: None,
+        scripted: None,
     };
     assert_eq!(
         a.approve_checks(&req(Box::leak(Box::new(ok)))),
@@ -176,6 +196,7 @@ fn prompts_show_model_guest_and_page_text_without_escape_sequences() {
             actions: std::slice::from_ref(&typed),
             marked: None,
             changed_since: None,
+            scripted: None,
         });
         assert!(matches!(d, Decision::Deny(_)), "{name}");
         let d = a.confirm_action(&ActionRequest {
@@ -231,11 +252,18 @@ fn policy_files_are_strict() {
 
 #[test]
 fn browser_calls_are_approved_by_yes_a_listed_member_or_the_scripted_flag_only() {
-    let req = |member| BrowserRequest {
+    let proof = ScriptedModel::new(Box::new(Fixed(Default::default()))).scripted();
+    assert!(proof.is_some());
+    let scripted_req = |member| BrowserRequest {
         call_id: "c1",
         member,
         read: false,
         description: "browser_click {\"target\":\"e1\"}",
+        scripted: proof,
+    };
+    let req = |member| BrowserRequest {
+        scripted: None,
+        ..scripted_req(member)
     };
     let mut none = Approvals::default();
     assert!(matches!(
@@ -259,9 +287,15 @@ fn browser_calls_are_approved_by_yes_a_listed_member_or_the_scripted_flag_only()
         ..Approvals::default()
     };
     assert_eq!(
-        scripted.confirm_browser(&req("navigate")),
+        scripted.confirm_browser(&scripted_req("navigate")),
         Decision::Approve
     );
+    // The flag without the scripted model's proof (a real model's call)
+    // approves nothing.
+    assert!(matches!(
+        scripted.confirm_browser(&req("navigate")),
+        Decision::Deny(_)
+    ));
     /// Types `answer` when the prompt is shown.
     struct Answering(mpsc::Sender<String>, &'static str);
     impl std::io::Write for Answering {

@@ -217,6 +217,7 @@ impl Runner<'_> {
         a: &Asked<'_>,
         changed_since: Option<&std::path::Path>,
     ) -> anyhow::Result<Option<Stop>> {
+        let scripted = self.model.scripted();
         let decision = blocking(|| {
             self.operator.approve_checks(&CheckRequest {
                 call_id: a.call_id,
@@ -224,6 +225,7 @@ impl Runner<'_> {
                 actions: a.actions,
                 marked: a.marked.as_deref(),
                 changed_since,
+                scripted,
             })
         });
         self.recorder.write(&Entry::SafetyChecks {

@@ -106,12 +106,14 @@ impl Runner<'_> {
         description: &str,
     ) -> anyhow::Result<Result<bool, Stop>> {
         let started = Instant::now();
+        let scripted = self.model.scripted();
         let decision = super::blocking(|| {
             self.operator.confirm_browser(&BrowserRequest {
                 call_id,
                 member,
                 read,
                 description,
+                scripted,
             })
         });
         self.recorder.write(&Entry::BrowserApproval {
