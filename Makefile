@@ -22,8 +22,10 @@ build:
 
 ## test: every test tier this host can run (installs what it needs; builds the guest image for the E tier and the VM image for the VM tier)
 .PHONY: test
+# The tests build host-cli's bench command too, so its unit tests run.
+TEST_FEATURES ?= --features host-cli/bench
 test: deps
-	$(CARGO) build --locked --workspace --all-targets
+	$(CARGO) build --locked --workspace --all-targets $(TEST_FEATURES)
 	@if docker version >/dev/null 2>&1; then \
 		$(MAKE) --no-print-directory guest-image; \
 		if command -v qemu-system-$$(uname -m) >/dev/null 2>&1; then \
@@ -34,7 +36,7 @@ test: deps
 	else \
 		echo "make test: no Docker engine answers; the E tier (tests/tests/e2e.rs) and the VM tier will SKIP"; \
 	fi
-	$(CARGO) test --locked --workspace --no-fail-fast
+	$(CARGO) test --locked --workspace --no-fail-fast $(TEST_FEATURES)
 	$(MAKE) --no-print-directory sdk-test
 
 ## sdk-test: the Python package (python/) in a virtualenv with openai==3.57.0 from PyPI: unit tests, then the SDK exercise on a real guest (SKIPs without Docker, the guest image or PyPI; SANDTOP_REQUIRE=docker makes that a failure)
@@ -105,6 +107,12 @@ fuzz:
 bench: deps
 	$(CARGO) build --release --locked -p sandtopd --features bench
 	./target/release/sandtopd bench
+
+## bench-guest: host-cli's guest figures (boot, step through the channel, idle memory, N guests; BENCHMARKS.md), built with --features bench
+.PHONY: bench-guest
+bench-guest: guest-image
+	$(CARGO) build --release --locked -p host-cli --features bench
+	./target/release/host-cli bench $(BENCH_ARGS)
 
 ## clean: remove build output
 .PHONY: clean

@@ -55,7 +55,9 @@ pub enum Command {
     /// fix when something fails.
     Doctor(crate::doctor::DoctorArgs),
     /// Guest figures: boot to ready, a step through the channel (socket
-    /// and exec), idle memory, N guests side by side.
+    /// and exec), idle memory, N guests side by side (built with
+    /// `--features bench`: `make bench-guest`).
+    #[cfg(feature = "bench")]
     Bench(crate::bench::BenchArgs),
     /// Write one self-contained HTML report of a run folder (screenshots
     /// with the model's actions drawn, approvals, usage, timings, network
@@ -247,6 +249,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Screenshot(a) => screenshot(a).await,
         Command::Act(a) => act(a).await,
         Command::Doctor(a) => crate::doctor::run(a).await,
+        #[cfg(feature = "bench")]
         Command::Bench(a) => crate::bench::run(a).await,
         Command::Report(a) => crate::report::run(a),
     }

@@ -27,6 +27,7 @@ macro_rules! out {
 }
 
 pub mod agent;
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod channel;
 pub mod cli;

@@ -130,6 +130,7 @@ fn numeric_limits_are_range_checked() {
         (&["guest", "start", "--memory", "1k"], "--memory"),
         (&["guest", "start", "--cpus", "0"], "--cpus"),
         (&["run", "--memory", "lots", "t"], "--memory"),
+        #[cfg(feature = "bench")]
         (&["bench", "--idle", "5"], "--idle"),
     ] {
         let e = refused(argv);
