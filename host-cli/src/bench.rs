@@ -193,8 +193,7 @@ async fn open(
 ) -> anyhow::Result<Channel> {
     let dir = store.get(&rec.name)?;
     let container = rec
-        .docker
-        .as_ref()
+        .docker()
         .map(|d| d.container_id.clone())
         .context("not a docker session")?;
     let token = Secret::read(&dir.token_path())?;
@@ -275,8 +274,7 @@ async fn measure(
     let name = format!("bench-{tag}-s");
     let (rec, _) = started.start(name.clone(), screen).await?;
     let container = rec
-        .docker
-        .as_ref()
+        .docker()
         .map(|d| d.container_id.clone())
         .context("not a docker session")?;
     tokio::time::sleep(args.idle()).await;
@@ -373,7 +371,7 @@ async fn measure(
             let t = Instant::now();
             ch.screenshot(&ScreenshotOptions::default()).await?;
             shots.push(ms(t.elapsed()));
-            if let Some(d) = &rec.docker {
+            if let Some(d) = rec.docker() {
                 mem += backend.memory_use(&d.container_id).await?.working_set_bytes;
             }
         }

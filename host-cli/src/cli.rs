@@ -320,7 +320,7 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
             for (dir, rec) in store.list()? {
                 let st = guest::state(&dir, &rec).await;
                 let mut row = ls_entry(&rec, st);
-                if rec.backend == BackendKind::Local && st == State::Running {
+                if rec.backend() == BackendKind::Local && st == State::Running {
                     // The display a developer can start an app on: the
                     // daemon's own word (its Xvfb may have been restarted
                     // on another number), and the session's X cookie.
@@ -417,7 +417,7 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
         GuestCommand::Logs { name } => {
             let dir = store.get(&name)?;
             let rec = dir.load()?;
-            let text = match rec.backend {
+            let text = match rec.backend() {
                 BackendKind::Local => {
                     use guest::Backend as _;
                     guest::local::LocalBackend.logs(&dir, &rec).await?
@@ -494,18 +494,18 @@ async fn end_run(dir: &SessionDir, holder: &str) -> anyhow::Result<()> {
 fn ls_entry(rec: &SessionRecord, state: State) -> Value {
     let mut v = json!({
         "name": rec.name,
-        "backend": rec.backend,
+        "backend": rec.backend(),
         "state": state,
         "screen": rec.screen.to_string(),
         // The screen size under its old name, kept for one release.
         "display": rec.screen.to_string(),
         "created_unix": rec.created_unix,
     });
-    if let Some(d) = &rec.docker {
+    if let Some(d) = rec.docker() {
         v["container"] = json!(d.container_name);
         v["container_id"] = json!(d.container_id);
     }
-    if let Some(l) = &rec.local {
+    if let Some(l) = rec.local() {
         v["pid"] = json!(l.pid);
     }
     v

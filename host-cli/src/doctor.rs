@@ -255,7 +255,7 @@ async fn ask_guest(
         out.push(fail("guest", "the session folder vanished", "run it again"));
         return out;
     };
-    let Some(container) = rec.docker.as_ref().map(|d| d.container_id.clone()) else {
+    let Some(container) = rec.docker().map(|d| d.container_id.clone()) else {
         out.push(fail("guest", "no container in the record", "run it again"));
         return out;
     };

@@ -17,75 +17,17 @@
 //! or unreadable directories, deep chains, links): see [`remove`].
 
 pub mod guest_folder;
+mod record;
 pub mod remove;
+
+pub use record::{
+    Accel, BackendKind, BackendRecord, DockerRecord, LocalRecord, QemuRecord, SessionRecord,
+};
 
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
-use sandtop_protocol::Size;
-use serde::{Deserialize, Serialize};
-
-/// Which backend runs a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum BackendKind {
-    /// A hardened Docker container (the default).
-    Docker,
-    /// Xvfb and sandtopd as processes on this host: no isolation at all.
-    Local,
-    /// A QEMU virtual machine from the same root filesystem (`make
-    /// guest-vm`): no network device, the daemon over virtio-serial.
-    Qemu,
-}
-
-impl std::fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            BackendKind::Docker => "docker",
-            BackendKind::Local => "local",
-            BackendKind::Qemu => "qemu",
-        })
-    }
-}
-
-/// What a local session runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LocalRecord {
-    /// The daemon's pid; it leads its own process group (Xvfb and the
-    /// window manager are in it).
-    pub pid: i32,
-}
-
-/// What a Docker session runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DockerRecord {
-    pub container_id: String,
-    pub container_name: String,
-    pub image: String,
-}
-
-/// A session's record (`session.json`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionRecord {
-    pub name: String,
-    pub backend: BackendKind,
-    pub screen: Size,
-    /// Seconds since the Unix epoch.
-    pub created_unix: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub local: Option<LocalRecord>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub docker: Option<DockerRecord>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub qemu: Option<crate::guest::qemu::QemuRecord>,
-    /// The network policy; absent means `none`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<crate::egress::service::EgressConfig>,
-    /// The egress proxy's pid, for `allow` and `ask`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub egress_pid: Option<i32>,
-}
 
 /// The state directory.
 #[derive(Debug, Clone)]
@@ -353,12 +295,9 @@ mod tests {
             network: None,
             egress_pid: None,
             name: "one".into(),
-            backend: BackendKind::Local,
-            screen: Size::new(800, 600),
+            screen: sandtop_protocol::Size::new(800, 600),
             created_unix: 1,
-            local: Some(LocalRecord { pid: 42 }),
-            docker: None,
-            qemu: None,
+            guest: BackendRecord::Local(LocalRecord { pid: 42 }),
         };
         d.save(&rec).unwrap();
         assert_eq!(store.list().unwrap().len(), 1);

@@ -106,7 +106,7 @@ async fn soak_steps_on_one_guest_keep_files_and_memory_flat() {
     let store = Store::at(state.path().to_path_buf()).unwrap();
     let dir = store.get("soak").unwrap();
     let rec = dir.load().unwrap();
-    let container = rec.docker.as_ref().unwrap().container_id.clone();
+    let container = rec.docker().unwrap().container_id.clone();
     let pid = daemon_pid(&container).expect("sandtopd runs in the guest");
     let mut channel = host_cli::guest::open_channel(&dir, &rec).await.unwrap();
 

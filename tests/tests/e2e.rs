@@ -297,8 +297,7 @@ impl Guest {
 
     fn id(&self) -> &str {
         self.rec
-            .docker
-            .as_ref()
+            .docker()
             .map(|d| d.container_id.as_str())
             .unwrap_or("")
     }

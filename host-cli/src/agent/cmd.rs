@@ -1125,7 +1125,7 @@ async fn exercise_on(
     rec: &SessionRecord,
     a: &ExerciseArgs,
 ) -> anyhow::Result<ExitCode> {
-    if rec.backend != BackendKind::Docker {
+    if rec.backend() != BackendKind::Docker {
         bail!(
             "the exercise needs a Docker guest (its browser, editor and demo app live in the image)"
         );
@@ -1148,8 +1148,7 @@ async fn exercise_on(
     // standard input), and the credentials file the operator answers from.
     let docker = DockerBackend::connect().await?;
     let container = rec
-        .docker
-        .as_ref()
+        .docker()
         .map(|d| d.container_id.clone())
         .context("the session has no container")?;
     let (account, temp_credentials) = if a.browser {

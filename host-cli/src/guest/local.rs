@@ -12,7 +12,7 @@ use rustix::process::{Pid, Signal};
 use super::{Backend, StartRequest};
 use crate::channel::{Channel, Connect, UnixConnector};
 use crate::secret::Secret;
-use crate::session::{BackendKind, LocalRecord, SessionDir, SessionRecord, now_unix};
+use crate::session::{BackendRecord, LocalRecord, SessionDir, SessionRecord, now_unix};
 
 /// How long `start` waits for the daemon to answer.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -49,8 +49,7 @@ pub fn which(program: &str) -> Option<PathBuf> {
 }
 
 fn pid_of(rec: &SessionRecord) -> anyhow::Result<Pid> {
-    rec.local
-        .as_ref()
+    rec.local()
         .and_then(|l| Pid::from_raw(l.pid))
         .context("the session record has no local process")
 }
@@ -145,14 +144,11 @@ impl Backend for LocalBackend {
             network: None,
             egress_pid: None,
             name: req.name.clone(),
-            backend: BackendKind::Local,
             screen: req.screen,
             created_unix: now_unix(),
-            local: Some(LocalRecord {
+            guest: BackendRecord::Local(LocalRecord {
                 pid: pid.as_raw_nonzero().get(),
             }),
-            docker: None,
-            qemu: None,
         };
         let token = Secret::read(&dir.token_path())?;
         let end = Instant::now() + READY_TIMEOUT;

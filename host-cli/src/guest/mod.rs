@@ -155,7 +155,7 @@ pub trait Backend: Sync {
 /// Opens the authenticated channel to a session.
 pub async fn open_channel(dir: &SessionDir, rec: &SessionRecord) -> anyhow::Result<Channel> {
     let token = Secret::read(&dir.token_path())?;
-    let connector = match rec.backend {
+    let connector = match rec.backend() {
         BackendKind::Local => local::LocalBackend.connector(dir, rec).await?,
         BackendKind::Qemu => Box::new(crate::channel::UnixConnector(dir.socket_path())),
         BackendKind::Docker => {
@@ -172,7 +172,7 @@ pub async fn open_channel(dir: &SessionDir, rec: &SessionRecord) -> anyhow::Resu
 
 /// Running, draining, closed, unresponsive or exited (see [`State`]).
 pub async fn state(dir: &SessionDir, rec: &SessionRecord) -> State {
-    let alive = match rec.backend {
+    let alive = match rec.backend() {
         BackendKind::Local => local::LocalBackend.alive(dir, rec).await,
         BackendKind::Qemu => qemu::alive(dir, rec),
         BackendKind::Docker => match docker::DockerBackend::connect().await {
@@ -206,7 +206,7 @@ pub async fn state(dir: &SessionDir, rec: &SessionRecord) -> State {
 /// from the host, may refuse connections while its daemon serves (Docker
 /// Desktop), and the container exits right after its daemon closes.
 async fn socket_refuses(dir: &SessionDir, rec: &SessionRecord) -> bool {
-    match rec.backend {
+    match rec.backend() {
         BackendKind::Local => tokio::net::UnixStream::connect(dir.socket_path())
             .await
             .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused),
@@ -263,7 +263,7 @@ pub async fn stop(store: &Store, dir: &SessionDir, rec: &SessionRecord) -> anyho
     if let Some(pid) = rec.egress_pid {
         crate::egress::service::stop(pid);
     }
-    match rec.backend {
+    match rec.backend() {
         BackendKind::Local => local::LocalBackend.stop(dir, rec).await?,
         BackendKind::Qemu => qemu::stop_processes(dir, rec).await,
         BackendKind::Docker => {
@@ -337,7 +337,7 @@ pub async fn gc_folders(
             continue;
         }
         let why = match dir.load() {
-            Ok(rec) => match rec.backend {
+            Ok(rec) => match rec.backend() {
                 BackendKind::Local => (!local::LocalBackend.alive(&dir, &rec).await)
                     .then_some("its local daemon is gone"),
                 BackendKind::Qemu => {
@@ -352,7 +352,7 @@ pub async fn gc_folders(
                 }
                 BackendKind::Docker => match docker {
                     Some(b) if !b.alive(&dir, &rec).await => {
-                        if let Some(d) = &rec.docker
+                        if let Some(d) = rec.docker()
                             && let Err(e) = b.remove(&d.container_id).await
                         {
                             report.failed(format!(

@@ -28,12 +28,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use rustix::process::{Pid, Signal};
-use serde::{Deserialize, Serialize};
 
 use super::{Backend, StartRequest};
 use crate::channel::{Channel, Connect, UnixConnector};
 use crate::secret::Secret;
-use crate::session::{BackendKind, SessionDir, SessionRecord, now_unix};
+pub use crate::session::{Accel, QemuRecord};
+use crate::session::{BackendRecord, SessionDir, SessionRecord, now_unix};
 
 /// The guest user's uid and gid inside the VM (the image's `user`).
 pub const GUEST_ID: u32 = super::ids::GUEST_UID;
@@ -87,18 +87,6 @@ impl VmImage {
     pub fn rootfs(&self) -> PathBuf {
         self.dir.join("rootfs.ext4")
     }
-}
-
-/// How QEMU runs the guest's CPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Accel {
-    /// Linux's KVM.
-    Kvm,
-    /// macOS's Hypervisor.framework (Apple silicon: an aarch64 guest).
-    Hvf,
-    /// Software emulation: works anywhere, many times slower.
-    Tcg,
 }
 
 impl Accel {
@@ -217,16 +205,6 @@ pub fn ready_timeout(accel: Accel) -> Duration {
         Accel::Tcg => Duration::from_secs(240),
         _ => Duration::from_secs(60),
     }
-}
-
-/// What a QEMU session runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QemuRecord {
-    /// QEMU's pid (it leads its own process group).
-    pub pid: i32,
-    /// The host end of the link's pid.
-    pub link_pid: i32,
-    pub accel: Accel,
 }
 
 /// The QEMU backend.
@@ -470,12 +448,9 @@ impl Backend for QemuBackend {
             network: None,
             egress_pid: None,
             name: req.name.clone(),
-            backend: BackendKind::Qemu,
             screen: req.screen,
             created_unix: now_unix(),
-            local: None,
-            docker: None,
-            qemu: Some(q.clone()),
+            guest: BackendRecord::Qemu(q.clone()),
         };
         // The record is saved at once: `gc` finds the VM after a kill -9
         // of this command during the boot.
@@ -527,7 +502,7 @@ impl Backend for QemuBackend {
     }
 
     async fn stop(&self, dir: &SessionDir, rec: &SessionRecord) -> anyhow::Result<()> {
-        if let Some(q) = &rec.qemu {
+        if let Some(q) = rec.qemu() {
             end(q, dir, Duration::from_secs(5)).await;
         }
         Ok(())
@@ -552,8 +527,7 @@ impl Backend for QemuBackend {
 
 /// Whether the session's QEMU still runs (a reused pid does not count).
 pub fn alive(dir: &SessionDir, rec: &SessionRecord) -> bool {
-    rec.qemu
-        .as_ref()
+    rec.qemu()
         .is_some_and(|q| pid_alive_with(q.pid, &dir.path.join("link.sock")))
 }
 
@@ -564,7 +538,7 @@ pub fn console_tail(dir: &SessionDir, lines: usize) -> String {
 
 /// Stops a session's processes without the image (gc, stop).
 pub async fn stop_processes(dir: &SessionDir, rec: &SessionRecord) {
-    if let Some(q) = &rec.qemu {
+    if let Some(q) = rec.qemu() {
         end(q, dir, Duration::from_secs(5)).await;
     }
 }

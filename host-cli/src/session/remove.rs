@@ -537,15 +537,12 @@ pub(crate) mod tests {
         plant(&sd.guest_path(), &victim);
         let rec = crate::session::SessionRecord {
             name: "trap".into(),
-            backend: crate::session::BackendKind::Local,
             screen: sandtop_protocol::Size::new(800, 600),
             created_unix: 1,
             // Not a sandtopd: stop finds no daemon to end.
-            local: Some(crate::session::LocalRecord {
+            guest: crate::session::BackendRecord::Local(crate::session::LocalRecord {
                 pid: std::process::id() as i32,
             }),
-            docker: None,
-            qemu: None,
             network: None,
             egress_pid: None,
         };

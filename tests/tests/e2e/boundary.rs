@@ -523,16 +523,13 @@ async fn live_session(ctx: &Ctx, store: &Store, uid: u32, name: String) -> anyho
     let id = labelled_container(ctx, &name, &dir.path, uid, None).await?;
     dir.save(&SessionRecord {
         name: name.clone(),
-        backend: host_cli::session::BackendKind::Docker,
         screen: Size::new(1280, 800),
         created_unix: 1,
-        local: None,
-        docker: Some(host_cli::session::DockerRecord {
+        guest: host_cli::session::BackendRecord::Docker(host_cli::session::DockerRecord {
             container_id: id.clone(),
             container_name: format!("sandtop-{name}"),
             image: docker::DEFAULT_IMAGE.into(),
         }),
-        qemu: None,
         network: None,
         egress_pid: None,
     })?;

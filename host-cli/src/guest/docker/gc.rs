@@ -138,7 +138,7 @@ impl DockerBackend {
                             path: f.clone(),
                         };
                         match dir.load() {
-                            Ok(rec) => match rec.docker {
+                            Ok(rec) => match rec.docker() {
                                 Some(d) if d.container_id == id => {
                                     if running {
                                         None
@@ -177,7 +177,7 @@ impl DockerBackend {
                 let other_live = dir
                     .load()
                     .ok()
-                    .and_then(|r| r.docker)
+                    .and_then(|r| r.docker().cloned())
                     .is_some_and(|d| d.container_id != id);
                 if !other_live && !dir.owner_alive() {
                     match store.remove(&dir) {

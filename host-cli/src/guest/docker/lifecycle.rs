@@ -19,7 +19,7 @@ use super::{
 use crate::channel::Channel;
 use crate::guest::StartRequest;
 use crate::secret::Secret;
-use crate::session::{BackendKind, DockerRecord, SessionDir, SessionRecord, now_unix};
+use crate::session::{BackendRecord, DockerRecord, SessionDir, SessionRecord, now_unix};
 
 impl DockerBackend {
     pub(super) async fn start_inner(
@@ -67,16 +67,13 @@ impl DockerBackend {
             network: None,
             egress_pid: None,
             name: req.name.clone(),
-            backend: BackendKind::Docker,
             screen: req.screen,
             created_unix: now_unix(),
-            local: None,
-            docker: Some(DockerRecord {
+            guest: BackendRecord::Docker(DockerRecord {
                 container_id: id,
                 container_name: name,
                 image: self.image.clone(),
             }),
-            qemu: None,
         })
     }
 

@@ -282,8 +282,7 @@ impl Backend for DockerBackend {
 
     async fn stop(&self, _dir: &SessionDir, rec: &SessionRecord) -> anyhow::Result<()> {
         let d = rec
-            .docker
-            .as_ref()
+            .docker()
             .context("the session record has no container")?;
         let stop = self
             .docker
@@ -313,14 +312,13 @@ impl Backend for DockerBackend {
         rec: &SessionRecord,
     ) -> anyhow::Result<Box<dyn Connect>> {
         let d = rec
-            .docker
-            .as_ref()
+            .docker()
             .context("the session record has no container")?;
         Ok(Box::new(self.connector_for(dir, &d.container_id)))
     }
 
     async fn alive(&self, _dir: &SessionDir, rec: &SessionRecord) -> bool {
-        match &rec.docker {
+        match rec.docker() {
             Some(d) => self.running(&d.container_id).await.unwrap_or(false),
             None => false,
         }
@@ -328,8 +326,7 @@ impl Backend for DockerBackend {
 
     async fn logs(&self, dir: &SessionDir, rec: &SessionRecord) -> anyhow::Result<String> {
         let d = rec
-            .docker
-            .as_ref()
+            .docker()
             .context("the session record has no container")?;
         let token = Secret::read(&dir.token_path()).unwrap_or_else(|_| Secret::new(String::new()));
         let text = self.logs_text(&d.container_id, "200").await?;
