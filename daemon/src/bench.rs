@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use http::Method;
-use sandtop_protocol::{Action, BatchRequest, Button, ScreenshotOptions, Size};
+use sandtop_protocol::{Action, BatchRequest, Button, ScreenshotOptions, Size, session};
 use serde::Serialize;
 use x11rb::connection::Connection as _;
 use x11rb::protocol::xproto::{
@@ -362,8 +362,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let _scene = paint(&display, screen).context("painting the scene")?;
 
     let dir = tempfile_dir()?;
-    let socket = dir.join("sandtopd.sock");
-    let token_file = dir.join("token");
+    let socket = dir.join(session::SOCKET_NAME);
+    let token_file = dir.join(session::TOKEN_NAME);
     let mut daemon = tokio::process::Command::new(std::env::current_exe()?)
         .args(["serve", "--display", &display])
         .arg("--socket")

@@ -1,18 +1,17 @@
 //! The per-session bearer token: 256 bits from the OS RNG, hex-encoded.
 //!
 //! It comes from a file (the host writes one per session, mode 0600) or
-//! from `SANDTOPD_TOKEN`; with neither, a fresh one is generated and
-//! written to the token file, created exclusively with mode 0600. It is
-//! compared in constant time and never printed: `Debug` redacts it.
+//! from `SANDTOPD_TOKEN` ([`sandtop_protocol::session::TOKEN_ENV`]); with
+//! neither, a fresh one is generated and written to the token file,
+//! created exclusively with mode 0600. It is compared in constant time and
+//! never printed: `Debug` redacts it.
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
+use sandtop_protocol::session::TOKEN_BYTES;
 use subtle::ConstantTimeEq as _;
-
-/// Bytes of entropy in a token.
-pub const TOKEN_BYTES: usize = 32;
 
 /// A session token.
 #[derive(Clone)]

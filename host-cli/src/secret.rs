@@ -22,7 +22,7 @@ impl Secret {
 
     /// A fresh session token: 256 bits from the OS RNG, hex-encoded.
     pub fn generate_token() -> anyhow::Result<Secret> {
-        let mut bytes = [0u8; 32];
+        let mut bytes = [0u8; sandtop_protocol::session::TOKEN_BYTES];
         getrandom::fill(&mut bytes)
             .map_err(|e| anyhow::anyhow!("the OS random number generator failed: {e}"))?;
         Ok(Secret(bytes.iter().map(|b| format!("{b:02x}")).collect()))

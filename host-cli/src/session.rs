@@ -23,7 +23,7 @@ use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
-use sandtop_protocol::Size;
+use sandtop_protocol::{Size, session};
 use serde::{Deserialize, Serialize};
 
 /// Which backend runs a session.
@@ -105,10 +105,10 @@ impl SessionDir {
         self.path.join("session.json")
     }
     pub fn token_path(&self) -> PathBuf {
-        self.path.join("token")
+        self.path.join(session::TOKEN_NAME)
     }
     pub fn socket_path(&self) -> PathBuf {
-        self.path.join("sandtopd.sock")
+        self.path.join(session::SOCKET_NAME)
     }
     pub fn log_path(&self) -> PathBuf {
         self.path.join("daemon.log")

@@ -6,6 +6,7 @@ use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
+use sandtop_protocol::session;
 
 use super::SessionDir;
 use crate::guest::ids::{GUEST_GID, GUEST_UID};
@@ -70,7 +71,7 @@ pub fn prepare_guest_dir(dir: &SessionDir) -> anyhow::Result<PathBuf> {
         );
     }
     let token = Secret::read(&dir.token_path())?;
-    let token_path = g.join("token");
+    let token_path = g.join(session::TOKEN_NAME);
     {
         use std::io::Write as _;
         let mut f = std::fs::OpenOptions::new()
