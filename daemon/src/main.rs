@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
+use sandtop_client::Token;
 use sandtop_protocol::session::{self, TOKEN_ENV};
 use sandtop_protocol::{Size, paths};
 use sandtopd::api::{self, ApiState};
@@ -15,7 +16,6 @@ use sandtopd::desktop::{self, Job};
 use sandtopd::driver::Driver;
 use sandtopd::driver::x11::X11Driver;
 use sandtopd::supervise::{self, DisplayConfig, DisplayHealth, DisplayName, Supervisor};
-use sandtopd::token::Token;
 
 /// The Sandtop computer driver: XTEST input, MIT-SHM capture and an
 /// authenticated HTTP API on a Unix socket, for one X display.
@@ -330,7 +330,7 @@ async fn wait_for_signal() {
 }
 
 async fn health(socket: PathBuf) -> anyhow::Result<ExitCode> {
-    let mut c = sandtopd::client::Client::connect(&socket, None).await?;
+    let mut c = sandtop_client::Client::connect(&socket, None).await?;
     let (status, body) = c
         .request(http::Method::GET, paths::HEALTH, None)
         .await

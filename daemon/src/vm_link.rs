@@ -17,11 +17,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use sandtop_vmlink::{Mode, Port, Routes, bridge, read_preamble};
-
+use sandtop_client::Token;
 use sandtop_protocol::session;
-
-use crate::token::Token;
+use sandtop_vmlink::{Mode, Port, Routes, bridge, read_preamble};
 
 /// Options of `sandtopd vm-link`.
 #[derive(Debug, Clone, clap::Args)]
