@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use http::Method;
-use sandtop_protocol::{Action, BatchRequest, Button, ScreenshotOptions, Size};
+use sandtop_client::{Client, Token};
+use sandtop_protocol::{Action, BatchRequest, Button, ScreenshotOptions, Size, session};
 use serde::Serialize;
 use x11rb::connection::Connection as _;
 use x11rb::protocol::xproto::{
@@ -34,7 +35,6 @@ use x11rb::protocol::xproto::{
 use x11rb::rust_connection::RustConnection;
 
 use crate::cancel::Cancel;
-use crate::client::Client;
 use crate::desktop::exec::{self, Input};
 use crate::driver::Driver as _;
 use crate::driver::x11::X11Driver;
@@ -362,8 +362,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let _scene = paint(&display, screen).context("painting the scene")?;
 
     let dir = tempfile_dir()?;
-    let socket = dir.join("sandtopd.sock");
-    let token_file = dir.join("token");
+    let socket = dir.join(session::SOCKET_NAME);
+    let token_file = dir.join(session::TOKEN_NAME);
     let mut daemon = tokio::process::Command::new(std::env::current_exe()?)
         .args(["serve", "--display", &display])
         .arg("--socket")
@@ -385,7 +385,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let rss_idle = rss_kib(pid);
-    let token = std::fs::read_to_string(&token_file)?.trim().to_string();
+    let token = Token::read(&token_file)?.expose().to_string();
     let mut client = Client::connect(&socket, Some(token)).await?;
 
     // Screenshots through the API.

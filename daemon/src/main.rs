@@ -8,13 +8,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
+use sandtop_client::Token;
+use sandtop_protocol::session::{self, TOKEN_ENV};
 use sandtop_protocol::{Size, paths};
 use sandtopd::api::{self, ApiState};
 use sandtopd::desktop::{self, Job};
 use sandtopd::driver::Driver;
 use sandtopd::driver::x11::X11Driver;
 use sandtopd::supervise::{self, DisplayConfig, DisplayHealth, DisplayName, Supervisor};
-use sandtopd::token::Token;
 
 /// The Sandtop computer driver: XTEST input, MIT-SHM capture and an
 /// authenticated HTTP API on a Unix socket, for one X display.
@@ -34,13 +35,13 @@ enum Command {
     /// Ask a running daemon for its health; exit 0 only when it is ok.
     Health {
         /// The daemon's Unix socket.
-        #[arg(long, default_value = "/run/sandtop/sandtopd.sock")]
+        #[arg(long, default_value = session::SOCKET_PATH)]
         socket: PathBuf,
     },
     /// Relay standard input and output to the daemon's socket (the host
     /// reaches the daemon this way through a Docker exec stream).
     Connect {
-        #[arg(long, default_value = "/run/sandtop/sandtopd.sock")]
+        #[arg(long, default_value = session::SOCKET_PATH)]
         socket: PathBuf,
     },
     /// The guest end of a VM guest's link (run by the VM's PID 1): the
@@ -55,7 +56,7 @@ enum Command {
 #[derive(Debug, clap::Args)]
 struct ServeArgs {
     /// Unix socket to listen on (created 0600; a stale one is replaced).
-    #[arg(long, default_value = "/run/sandtop/sandtopd.sock")]
+    #[arg(long, default_value = session::SOCKET_PATH)]
     socket: PathBuf,
     /// Also listen on this loopback TCP address (for VM backends).
     #[arg(long)]
@@ -161,12 +162,12 @@ fn main() -> ExitCode {
 }
 
 fn load_token(args: &ServeArgs) -> anyhow::Result<Token> {
-    if let Ok(t) = std::env::var("SANDTOPD_TOKEN") {
-        return Token::parse(&t).context("SANDTOPD_TOKEN");
+    if let Ok(t) = std::env::var(TOKEN_ENV) {
+        return Token::parse(&t).context(TOKEN_ENV);
     }
     match &args.token_file {
         Some(p) => Token::load_or_create(p).context("loading the session token"),
-        None => bail!("no token: pass --token-file PATH or set SANDTOPD_TOKEN"),
+        None => bail!("no token: pass --token-file PATH or set {TOKEN_ENV}"),
     }
 }
 
@@ -329,7 +330,7 @@ async fn wait_for_signal() {
 }
 
 async fn health(socket: PathBuf) -> anyhow::Result<ExitCode> {
-    let mut c = sandtopd::client::Client::connect(&socket, None).await?;
+    let mut c = sandtop_client::Client::connect(&socket, None).await?;
     let (status, body) = c
         .request(http::Method::GET, paths::HEALTH, None)
         .await

@@ -40,7 +40,7 @@ pub const HUNG_AFTER: Duration = Duration::from_secs(5);
 /// How long Xvfb may take to come up.
 pub const XVFB_READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Environment variables never handed to children.
-pub const SECRET_ENV: &[&str] = &["SANDTOPD_TOKEN", "OPENAI_API_KEY"];
+pub const SECRET_ENV: &[&str] = &[sandtop_protocol::session::TOKEN_ENV, "OPENAI_API_KEY"];
 
 /// Live facts about the display, written by the monitor and supervisor,
 /// read by `/v1/health`.

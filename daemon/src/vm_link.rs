@@ -17,9 +17,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use sandtop_client::Token;
+use sandtop_protocol::session;
 use sandtop_vmlink::{Mode, Port, Routes, bridge, read_preamble};
-
-use crate::token::Token;
 
 /// Options of `sandtopd vm-link`.
 #[derive(Debug, Clone, clap::Args)]
@@ -28,14 +28,14 @@ pub struct VmLinkArgs {
     #[arg(long)]
     pub port: PathBuf,
     /// Where the token the host sends is written (must not exist).
-    #[arg(long, default_value = "/run/sandtop/token")]
+    #[arg(long, default_value = session::TOKEN_PATH)]
     pub token_file: PathBuf,
     /// sandtopd's API socket: the host's streams are connected to it.
-    #[arg(long, default_value = "/run/sandtop/sandtopd.sock")]
+    #[arg(long, default_value = session::SOCKET_PATH)]
     pub daemon_socket: PathBuf,
     /// Served here: each connection becomes a stream to the host's egress
     /// proxy (sandtopd's `--egress-relay` connects to it).
-    #[arg(long, default_value = "/run/sandtop/egress.sock")]
+    #[arg(long, default_value = session::EGRESS_SOCKET_PATH)]
     pub egress_socket: PathBuf,
     /// The entry program and its arguments.
     #[arg(last = true, required = true)]

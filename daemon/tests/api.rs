@@ -26,6 +26,8 @@ use bytes::Bytes;
 use futures_util::StreamExt as _;
 use http::{HeaderMap, Method, Request, StatusCode, header};
 use http_body_util::BodyExt as _;
+use sandtop_client::Client;
+use sandtop_client::Token;
 use sandtop_protocol::{
     Action, BatchRequest, BatchResponse, Button, Capabilities, Coord, DaemonState, ErrorBody,
     ErrorCode, Fit, Health, HealthStatus, ImageFormat, Info, InfoReply, Limits, PROTOCOL_VERSION,
@@ -35,11 +37,9 @@ use sandtop_protocol::{
 use sandtop_testkit::openapi::{daemon_spec, errors, validator};
 use sandtopd::api::server::{bind_unix, serve_with};
 use sandtopd::api::{ApiState, router};
-use sandtopd::client::Client;
 use sandtopd::driver::Driver;
 use sandtopd::driver::fake::{Event, FakeDriver, FakeState};
 use sandtopd::supervise::DisplayHealth;
-use sandtopd::token::Token;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tower::ServiceExt as _;

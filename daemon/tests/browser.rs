@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use axum::response::Html;
 use axum::routing::get;
 use http::{Method, StatusCode};
+use sandtop_client::Client;
 use sandtop_testkit::skip;
 use sandtop_testkit::xvfb::Xvfb;
-use sandtopd::client::Client;
 use serde_json::{Value, json};
 
 const FIREFOX: &str = "firefox-esr";

@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use http::{Method, StatusCode};
+use sandtop_client::Client;
 use sandtop_protocol::{Fit, ScaleMap, Size};
 use sandtop_testkit::recorder::{Rec, Recorder};
 use sandtop_testkit::skip;
 use sandtop_testkit::xvfb::Xvfb;
-use sandtopd::client::Client;
 use serde_json::{Value, json};
 
 /// A daemon process under test.

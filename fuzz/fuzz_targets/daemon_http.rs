@@ -44,7 +44,7 @@ use sandtop_protocol::{ErrorBody, ErrorCode, Health, HealthStatus};
 use sandtopd::api::{self, ApiState};
 use sandtopd::driver::{Driver, DriverError};
 use sandtopd::supervise::DisplayHealth;
-use sandtopd::token::Token;
+use sandtop_client::Token;
 use tokio::io::{
     AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, DuplexStream, ReadBuf,
 };

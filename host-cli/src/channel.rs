@@ -13,19 +13,17 @@
 //!    ScaleMap) and its bytes against its declared format and size before
 //!    anyone uses it ([`crate::image_check`]).
 //! 5. A request is never sent twice: a keep-alive connection that died
-//!    while idle is replaced before sending, never after (L5).
+//!    while idle is replaced before sending, never after (L5). The HTTP
+//!    client and that rule are `sandtop_client`'s, shared with the daemon.
 
 use std::path::PathBuf;
 use std::pin::Pin;
 
 use bytes::Bytes;
-use http::{Method, Request, StatusCode, header};
-use http_body_util::{BodyExt as _, Full, Limited};
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
+use http::{Method, StatusCode, header};
 use sandtop_protocol::{
     BatchRequest, BatchResponse, DaemonState, ErrorBody, ErrorCode, Health, Info, InfoReply,
-    Screenshot, ScreenshotOptions, ScreenshotResponse, check_protocol, limits, paths,
+    Screenshot, ScreenshotOptions, ScreenshotResponse, check_protocol, paths,
 };
 use serde::de::DeserializeOwned;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -139,34 +137,46 @@ impl ChannelError {
     }
 }
 
+/// Any of our connectors, for the one client.
+impl sandtop_client::Connect for Box<dyn Connect + '_> {
+    type Stream = Box<dyn Stream>;
+    type Error = ChannelError;
+
+    fn connect(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Box<dyn Stream>, ChannelError>> + Send {
+        self.as_ref().connect()
+    }
+}
+
+impl From<sandtop_client::Error<ChannelError>> for ChannelError {
+    fn from(e: sandtop_client::Error<ChannelError>) -> ChannelError {
+        use sandtop_client::Error;
+        match e {
+            Error::Connect(e) => e,
+            Error::Handshake(e) | Error::Send(e) => ChannelError::Http(e.to_string()),
+            Error::Request(e) => ChannelError::Http(e.to_string()),
+            Error::Body(e) => ChannelError::BadReply(format!("reading the body: {e}")),
+        }
+    }
+}
+
 /// An open channel.
 #[derive(Debug)]
 pub struct Channel {
-    connector: Box<dyn Connect>,
-    sender: SendRequest<Full<Bytes>>,
+    client: sandtop_client::Client<Box<dyn Connect>>,
     token: Secret,
     info: Info,
     state: DaemonState,
 }
 
-async fn handshake(connector: &dyn Connect) -> Result<SendRequest<Full<Bytes>>, ChannelError> {
-    let stream = connector.connect().await?;
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| ChannelError::Http(e.to_string()))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(sender)
-}
-
 impl Channel {
     /// Connects, reads `/v1/info` and checks the protocol version.
     pub async fn open(connector: Box<dyn Connect>, token: Secret) -> Result<Channel, ChannelError> {
-        let sender = handshake(connector.as_ref()).await?;
+        let client =
+            sandtop_client::Client::open(connector, Some(token.expose().to_string())).await?;
         let mut ch = Channel {
-            connector,
-            sender,
+            client,
             token,
             info: placeholder_info(),
             state: DaemonState::Open,
@@ -195,44 +205,15 @@ impl Channel {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<(StatusCode, Bytes), ChannelError> {
-        // Replace a connection that died while idle: the request has not
-        // been sent on it, so this cannot repeat an action.
-        if self.sender.ready().await.is_err() {
-            self.sender = handshake(self.connector.as_ref()).await?;
-        }
-        let mut req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(header::HOST, "sandtopd")
-            .header(
-                header::AUTHORIZATION,
-                format!("Bearer {}", self.token.expose()),
-            );
-        let body = match body {
-            Some(b) => {
-                req = req.header(header::CONTENT_TYPE, "application/json");
-                Full::new(Bytes::from(b))
-            }
-            None => Full::new(Bytes::new()),
-        };
-        let req = req
-            .body(body)
-            .map_err(|e| ChannelError::Http(e.to_string()))?;
-        let resp = self
-            .sender
-            .send_request(req)
-            .await
-            .map_err(|e| ChannelError::Http(e.to_string()))?;
+        // Sent at most once; a connection that died while idle is replaced
+        // before sending (sandtop_client).
+        let resp = self.client.send(method, path, body).await?;
         let status = resp.status();
         let json = resp
             .headers()
             .get(header::CONTENT_TYPE)
             .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-        let bytes = Limited::new(resp.into_body(), limits::MAX_REPLY_BYTES)
-            .collect()
-            .await
-            .map_err(|e| ChannelError::BadReply(format!("reading the body: {e}")))?
-            .to_bytes();
+        let bytes = resp.into_body();
         if !json {
             return Err(ChannelError::BadReply(format!(
                 "status {status} without a JSON body"

@@ -43,4 +43,4 @@ pub mod term;
 pub mod units;
 
 /// Environment variables never handed to a guest or a child process.
-pub const SECRET_ENV: &[&str] = &["OPENAI_API_KEY", "SANDTOPD_TOKEN"];
+pub const SECRET_ENV: &[&str] = &["OPENAI_API_KEY", sandtop_protocol::session::TOKEN_ENV];

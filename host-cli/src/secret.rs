@@ -1,9 +1,10 @@
 //! Secrets (the session token, the API key): kept out of `Debug`, logs and
-//! error messages; handed on only through [`Secret::expose`].
+//! error messages; handed on only through [`Secret::expose`]. The session
+//! token itself (generation, parsing, its file) is `sandtop_client::Token`.
 
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
+
+use sandtop_client::{Token, TokenError};
 
 /// A secret string.
 #[derive(Clone, PartialEq, Eq)]
@@ -20,32 +21,15 @@ impl Secret {
         Secret(value)
     }
 
-    /// A fresh session token: 256 bits from the OS RNG, hex-encoded.
-    pub fn generate_token() -> anyhow::Result<Secret> {
-        let mut bytes = [0u8; 32];
-        getrandom::fill(&mut bytes)
-            .map_err(|e| anyhow::anyhow!("the OS random number generator failed: {e}"))?;
-        Ok(Secret(bytes.iter().map(|b| format!("{b:02x}")).collect()))
-    }
-
-    /// Reads a token file.
+    /// Reads a session's token file (parsed as a [`Token`]).
     pub fn read(path: &Path) -> anyhow::Result<Secret> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("cannot read the token file {}: {e}", path.display()))?;
-        Ok(Secret(text.trim().to_string()))
-    }
-
-    /// Writes the secret to a new file, mode 0600 (never over an existing one).
-    pub fn write_new(&self, path: &Path) -> anyhow::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
-        f.write_all(self.0.as_bytes())?;
-        f.sync_all()?;
-        Ok(())
+        match Token::read(path) {
+            Ok(t) => Ok(t.into()),
+            Err(e @ TokenError::Malformed) => {
+                Err(anyhow::anyhow!("the token file {}: {e}", path.display()))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     pub fn expose(&self) -> &str {
@@ -62,16 +46,34 @@ impl Secret {
     }
 }
 
+impl From<Token> for Secret {
+    fn from(t: Token) -> Secret {
+        Secret(t.expose().to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn never_shown() {
-        let s = Secret::generate_token().unwrap();
+        let s = Secret::from(Token::generate().unwrap());
         assert_eq!(s.expose().len(), 64);
         assert!(!format!("{s:?}").contains(s.expose()));
         let msg = format!("failed with token {}", s.expose());
         assert_eq!(s.redact(&msg), "failed with token <redacted>");
+    }
+
+    #[test]
+    fn a_malformed_token_file_is_refused_without_its_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "hunter2-not-a-token").unwrap();
+        let e = Secret::read(&path).unwrap_err().to_string();
+        assert!(e.contains("token file") && !e.contains("hunter2"), "{e}");
+        let t = Token::generate().unwrap();
+        std::fs::write(&path, format!("{}\n", t.expose())).unwrap();
+        assert_eq!(Secret::read(&path).unwrap().expose(), t.expose());
     }
 }

@@ -28,6 +28,7 @@ use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
+use sandtop_protocol::session;
 
 /// The state directory.
 #[derive(Debug, Clone)]
@@ -47,10 +48,10 @@ impl SessionDir {
         self.path.join("session.json")
     }
     pub fn token_path(&self) -> PathBuf {
-        self.path.join("token")
+        self.path.join(session::TOKEN_NAME)
     }
     pub fn socket_path(&self) -> PathBuf {
-        self.path.join("sandtopd.sock")
+        self.path.join(session::SOCKET_NAME)
     }
     pub fn log_path(&self) -> PathBuf {
         self.path.join("daemon.log")

@@ -85,7 +85,7 @@ fn fake_daemon(args: &[String]) -> ExitCode {
         }));
         let display = Arc::new(sandtopd::supervise::DisplayHealth::default());
         display.mark_ok();
-        let token = sandtopd::token::Token::load_or_create(&token_file).unwrap();
+        let token = sandtop_client::Token::load_or_create(&token_file).unwrap();
         let api = Arc::new(
             ApiState::new(handle, token, display)
                 .with_x_display(sandtopd::supervise::DisplayName::new(FAKE_X_DISPLAY.into())),

@@ -25,6 +25,7 @@ use host_cli::agent::wire::{self, ToolShape};
 use host_cli::channel::{Channel, UnixConnector};
 use host_cli::report::{self, Journal, ReportArgs};
 use host_cli::secret::Secret;
+use sandtop_client::Token;
 use sandtop_protocol::{ScreenshotOptions, Size};
 use sandtop_testkit::mock_responses::{
     click, computer_call, computer_call_checked, double_click, drag, keypress, message, move_to,
@@ -35,7 +36,6 @@ use sandtopd::api::{ApiState, router};
 use sandtopd::driver::Driver;
 use sandtopd::driver::fake::FakeDriver;
 use sandtopd::supervise::DisplayHealth;
-use sandtopd::token::Token;
 use serde_json::{Value, json};
 
 const SCREEN: Size = Size::new(1280, 800);

@@ -2,8 +2,9 @@
 //! and `host-cli` (on the host).
 //!
 //! What it is: serde types, limits and error codes, the key-name table
-//! ([`keys`]), and the one function that maps model coordinates to screen
-//! pixels ([`ScaleMap::to_screen`]).
+//! ([`keys`]), the names a session's host and daemon share ([`session`]:
+//! the socket, the token file, `SANDTOPD_TOKEN`), and the one function
+//! that maps model coordinates to screen pixels ([`ScaleMap::to_screen`]).
 //! What it is not: no I/O, no async runtime, no X connection.
 //!
 //! How a batch travels through these types:
@@ -26,6 +27,7 @@ mod error;
 pub mod keys;
 pub mod limits;
 mod scale;
+pub mod session;
 pub mod sign_in;
 mod strict;
 

@@ -1294,7 +1294,10 @@ async fn both_channel_paths_work(ctx: Arc<Ctx>) -> anyhow::Result<()> {
         ensure!(bytes.starts_with(b"\x89PNG"), "not a PNG");
     }
     // A socket path the guest replaced with a link is refused, not followed.
-    let sock = g.dir.guest_path().join("sandtopd.sock");
+    let sock = g
+        .dir
+        .guest_path()
+        .join(sandtop_protocol::session::SOCKET_NAME);
     let moved = g.dir.guest_path().join("real.sock");
     std::fs::rename(&sock, &moved)?;
     std::os::unix::fs::symlink(&moved, &sock)?;

@@ -658,7 +658,7 @@ async fn setup(base: Base) -> anyhow::Result<Ctx> {
     ];
     let env = [
         ("OPENAI_API_KEY", secrets[0].as_str()),
-        ("SANDTOPD_TOKEN", secrets[1].as_str()),
+        (sandtop_protocol::session::TOKEN_ENV, secrets[1].as_str()),
     ];
     let (main_args, noprivate_args) = (
         allow_args(&net, &host_gw, &host_lo, true),

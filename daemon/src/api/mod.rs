@@ -43,9 +43,9 @@ use crate::browser::BrowserService;
 use crate::desktop::{Cancel, DesktopHandle, Job};
 use crate::ratelimit::LogLimiter;
 use crate::supervise::DisplayHealth;
-use crate::token::Token;
 use error::ApiError;
 use lifecycle::Lifecycle;
+use sandtop_client::Token;
 
 /// Shared state of the API.
 #[derive(Debug)]

@@ -84,7 +84,7 @@ impl Paths {
     pub fn new(session: &Path, guest: &Path) -> Paths {
         Paths {
             config: session.join("egress.json"),
-            guest_socket: guest.join("egress.sock"),
+            guest_socket: guest.join(sandtop_protocol::session::EGRESS_SOCKET_NAME),
             control: session.join("egress-control.sock"),
             journal: session.join("egress.jsonl"),
             log: session.join("egress.log"),

@@ -95,7 +95,7 @@ pub fn check_guest_ids_unused() -> anyhow::Result<()> {
 }
 
 /// Where the session's `guest/` folder appears in the guest.
-pub const GUEST_MOUNT: &str = "/run/sandtop";
+pub const GUEST_MOUNT: &str = sandtop_protocol::session::GUEST_DIR;
 
 #[cfg(test)]
 mod tests {
@@ -109,7 +109,12 @@ mod tests {
         assert!(df.contains(&format!("groupadd --gid {GUEST_GID} user")));
         assert!(df.contains(&format!("useradd --uid {GUEST_UID} --gid {GUEST_GID} ")));
         assert!(df.contains(&format!(
-            "install -d -o {GUEST_UID} -g {GUEST_GID} -m 0700 /run/sandtop"
+            "install -d -o {GUEST_UID} -g {GUEST_GID} -m 0700 {GUEST_MOUNT}"
+        )));
+        // The image's HEALTHCHECK names the daemon's socket in the guest.
+        assert!(df.contains(&format!(
+            r#"CMD ["/usr/local/bin/sandtopd", "health", "--socket", "{}"]"#,
+            sandtop_protocol::session::SOCKET_PATH
         )));
         const { assert!(GUEST_UID > 1_879_048_191 && GUEST_UID < 1 << 31) };
     }

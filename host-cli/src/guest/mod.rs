@@ -224,7 +224,7 @@ pub async fn start<B: Backend>(
     let dir = store.create(&req.name)?;
     let prepared = dir
         .write_owner()
-        .and_then(|()| Secret::generate_token()?.write_new(&dir.token_path()));
+        .and_then(|()| Ok(sandtop_client::Token::generate()?.write_new(&dir.token_path())?));
     if let Err(e) = prepared {
         let _ = store.remove(&dir);
         return Err(e);

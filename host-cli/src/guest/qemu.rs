@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use rustix::process::{Pid, Signal};
+use sandtop_protocol::session;
 
 use super::{Backend, StartRequest};
 use crate::channel::{Channel, Connect, UnixConnector};
@@ -569,12 +570,12 @@ pub async fn serve_link(a: LinkArgs) -> anyhow::Result<()> {
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     };
-    let token = Secret::read(&a.dir.join("token"))?;
+    let token = Secret::read(&a.dir.join(session::TOKEN_NAME))?;
     sandtop_vmlink::write_preamble(&mut stream, token.expose().as_bytes())
         .await
         .context("sending the token to the guest")?;
     drop(token);
-    let api = a.dir.join("sandtopd.sock");
+    let api = a.dir.join(session::SOCKET_NAME);
     let _ = std::fs::remove_file(&api);
     let listener = {
         // Created 0600: only this user reaches the daemon through it.

@@ -2,14 +2,15 @@
 //! (`/run/sandtop` inside), prepared for the guest's uid, and as root a
 //! small tmpfs of its own (issue 12 item 2, docs/security.md F1-F3).
 
-use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
+use sandtop_client::Token;
+use sandtop_protocol::session;
 
 use super::SessionDir;
 use crate::guest::ids::{GUEST_GID, GUEST_UID};
-use crate::secret::Secret;
 
 /// The size of the guest's folder, `/run/sandtop` (issue 12 item 2): it
 /// holds a 64-byte token and two sockets.
@@ -69,19 +70,8 @@ pub fn prepare_guest_dir(dir: &SessionDir) -> anyhow::Result<PathBuf> {
             g.display()
         );
     }
-    let token = Secret::read(&dir.token_path())?;
-    let token_path = g.join("token");
-    {
-        use std::io::Write as _;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&token_path)
-            .with_context(|| format!("creating {}", token_path.display()))?;
-        f.write_all(token.expose().as_bytes())?;
-        f.sync_all()?;
-    }
+    let token_path = g.join(session::TOKEN_NAME);
+    Token::read(&dir.token_path())?.write_new(&token_path)?;
     let set_mode = |p: &Path, m: u32| {
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(m))

@@ -49,6 +49,7 @@ use host_cli::agent::runner::{
 use host_cli::agent::wire::{SafetyCheck, ToolShape};
 use host_cli::channel::{Channel, UnixConnector};
 use host_cli::secret::Secret;
+use sandtop_client::Token;
 use sandtop_protocol::{
     Action, Capabilities, Fit, ImageFormat, Info, Limits, PROTOCOL_VERSION, Rect, ScaleMap,
     Screenshot, ScreenshotOptions, Size, limits,
@@ -64,7 +65,6 @@ use sandtopd::api::{ApiState, router};
 use sandtopd::driver::Driver;
 use sandtopd::driver::fake::{Event, FakeDriver, FakeState};
 use sandtopd::supervise::DisplayHealth;
-use sandtopd::token::Token;
 use serde_json::{Value, json};
 
 mod browser;
@@ -524,7 +524,7 @@ fn stored(mut opts: RunOptions) -> RunOptions {
 }
 
 fn new_key() -> String {
-    format!("sk-proj-{}", Secret::generate_token().unwrap().expose())
+    format!("sk-proj-{}", Token::generate().unwrap().expose())
 }
 
 impl Rig {

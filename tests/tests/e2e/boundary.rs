@@ -16,6 +16,8 @@
 
 use std::os::unix::process::CommandExt as _;
 
+use sandtop_protocol::session;
+
 use super::*;
 
 /// Set in a child run of this binary: run [`host_probe`] instead of the
@@ -108,7 +110,7 @@ pub async fn other_host_users_cannot_reach_a_guest(ctx: Arc<Ctx>) -> anyhow::Res
     );
     // The guest's copy of the token is gone once the daemon answered.
     ensure!(
-        !g.dir.guest_path().join("token").exists(),
+        !g.dir.guest_path().join(session::TOKEN_NAME).exists(),
         "the token is still in the guest's folder"
     );
     let pid = host_pid(&ctx, g.id()).await?;
@@ -117,14 +119,14 @@ pub async fn other_host_users_cannot_reach_a_guest(ctx: Arc<Ctx>) -> anyhow::Res
     let host_socket = g
         .dir
         .guest_path()
-        .join("sandtopd.sock")
+        .join(session::SOCKET_NAME)
         .display()
         .to_string();
     let ops = vec![
         format!("read:{host_token}"),
         format!("connect:{host_socket}"),
-        format!("read:{via_proc}/token"),
-        format!("connect:{via_proc}/sandtopd.sock"),
+        format!("read:{via_proc}/{}", session::TOKEN_NAME),
+        format!("connect:{via_proc}/{}", session::SOCKET_NAME),
     ];
     // Control: root gets the host's token and the socket by both paths (the
     // guest's token copy is gone for everyone).

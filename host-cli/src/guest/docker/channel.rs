@@ -32,16 +32,13 @@ use bollard::exec::{StartExecOptions, StartExecResults};
 use bollard::models::ExecConfig;
 use bytes::Bytes;
 use futures_util::Stream as FuturesStream;
+use sandtop_protocol::session::{SOCKET_NAME, SOCKET_PATH};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::channel::{ChannelError, Connect, Connecting, Stream};
 
-/// The daemon's socket inside the guest.
-pub const GUEST_SOCKET: &str = "/run/sandtop/sandtopd.sock";
 /// The relay run by the exec path.
 pub const GUEST_SANDTOPD: &str = "/usr/local/bin/sandtopd";
-/// The socket's name in the session's `guest/` folder.
-pub const SOCKET_NAME: &str = "sandtopd.sock";
 /// The environment variable that forces a path.
 pub const CHANNEL_ENV: &str = "SANDTOP_CHANNEL";
 
@@ -183,7 +180,7 @@ impl ExecConnector {
                 GUEST_SANDTOPD.to_string(),
                 "connect".to_string(),
                 "--socket".to_string(),
-                GUEST_SOCKET.to_string(),
+                SOCKET_PATH.to_string(),
             ]),
             privileged: Some(false),
             ..Default::default()

@@ -11,6 +11,7 @@ use bollard::query_parameters::{
     LogsOptionsBuilder, RemoveContainerOptionsBuilder,
 };
 use futures_util::StreamExt as _;
+use sandtop_protocol::session;
 
 use super::channel::{self, ChannelMode};
 use super::{
@@ -57,7 +58,7 @@ impl DockerBackend {
         // The daemon read its token before it answered: the guest's copy
         // goes, so that nothing in the guest holds it (issue 12 item 1).
         // unlink(2) removes a link the guest put there, never its target.
-        let copy = dir.guest_path().join("token");
+        let copy = dir.guest_path().join(session::TOKEN_NAME);
         match std::fs::remove_file(&copy) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -92,7 +93,7 @@ impl DockerBackend {
             let mode = match self.channel {
                 ChannelMode::Auto
                     if begin.elapsed() < Duration::from_secs(3)
-                        && !dir.guest_path().join(channel::SOCKET_NAME).exists() =>
+                        && !dir.guest_path().join(session::SOCKET_NAME).exists() =>
                 {
                     ChannelMode::Socket
                 }

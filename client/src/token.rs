@@ -1,18 +1,18 @@
 //! The per-session bearer token: 256 bits from the OS RNG, hex-encoded.
-//!
-//! It comes from a file (the host writes one per session, mode 0600) or
-//! from `SANDTOPD_TOKEN`; with neither, a fresh one is generated and
-//! written to the token file, created exclusively with mode 0600. It is
-//! compared in constant time and never printed: `Debug` redacts it.
+//! The one definition of its generation, parsing and file, for both ends:
+//! the host generates it and writes the session's token file; the daemon
+//! reads it from that file or from `SANDTOPD_TOKEN`
+//! ([`sandtop_protocol::session::TOKEN_ENV`]) and, with neither, generates
+//! one and writes it to the token file, created exclusively with mode
+//! 0600. It is compared in constant time and never printed: `Debug`
+//! redacts it.
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
+use sandtop_protocol::session::TOKEN_BYTES;
 use subtle::ConstantTimeEq as _;
-
-/// Bytes of entropy in a token.
-pub const TOKEN_BYTES: usize = 32;
 
 /// A session token.
 #[derive(Clone)]
@@ -61,20 +61,29 @@ impl Token {
         }
     }
 
-    /// Reads the token from `path`, or, when the file does not exist,
-    /// generates one and writes it there (0600, created exclusively).
-    pub fn load_or_create(path: &Path) -> Result<Token, TokenError> {
+    /// Reads and parses the token file at `path`.
+    pub fn read(path: &Path) -> Result<Token, TokenError> {
         match std::fs::read_to_string(path) {
             Ok(text) => Token::parse(&text),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let token = Token::generate()?;
-                token.write_new(path)?;
-                Ok(token)
-            }
             Err(source) => Err(TokenError::Read {
                 path: path.display().to_string(),
                 source,
             }),
+        }
+    }
+
+    /// Reads the token from `path`, or, when the file does not exist,
+    /// generates one and writes it there (0600, created exclusively).
+    pub fn load_or_create(path: &Path) -> Result<Token, TokenError> {
+        match Token::read(path) {
+            Err(TokenError::Read { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                let token = Token::generate()?;
+                token.write_new(path)?;
+                Ok(token)
+            }
+            other => other,
         }
     }
 
@@ -96,7 +105,7 @@ impl Token {
     }
 
     /// The token's text, for the few places that must hand it on (the
-    /// host writing the session's token file).
+    /// bearer header a client sends, the host's copy for the guest).
     pub fn expose(&self) -> &str {
         &self.0
     }
@@ -161,5 +170,22 @@ mod tests {
             Token::load_or_create(&path),
             Err(TokenError::Malformed)
         ));
+        // Reading never creates: a missing file is an error.
+        let missing = dir.path().join("missing");
+        assert!(matches!(
+            Token::read(&missing),
+            Err(TokenError::Read { .. })
+        ));
+        assert!(!missing.exists());
+    }
+
+    #[test]
+    fn parsing_trims_and_lowercases_and_refuses_the_rest() {
+        let hex = "AB".repeat(TOKEN_BYTES);
+        let t = Token::parse(&format!("  {hex}\n")).unwrap();
+        assert_eq!(t.expose(), "ab".repeat(TOKEN_BYTES));
+        assert!(Token::parse(&"ab".repeat(TOKEN_BYTES - 1)).is_err());
+        assert!(Token::parse(&format!("{}zz", "ab".repeat(TOKEN_BYTES - 1))).is_err());
+        assert!(Token::parse("").is_err());
     }
 }
