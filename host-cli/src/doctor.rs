@@ -188,7 +188,7 @@ async fn guest_checks(backend: &DockerBackend) -> Vec<Check> {
         Err(e) => {
             out.push(fail(
                 "guest",
-                one_line(&e),
+                one_line(&e.into()),
                 "set SANDTOP_STATE_DIR to a writable folder",
             ));
             return out;
@@ -197,7 +197,11 @@ async fn guest_checks(backend: &DockerBackend) -> Vec<Check> {
     let name = match session::new_name() {
         Ok(n) => format!("doctor-{n}"),
         Err(e) => {
-            out.push(fail("guest", one_line(&e), "the OS random source failed"));
+            out.push(fail(
+                "guest",
+                one_line(&e.into()),
+                "the OS random source failed",
+            ));
             return out;
         }
     };

@@ -27,8 +27,48 @@ pub use record::{
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, bail};
 use sandtop_protocol::session;
+
+/// What can go wrong with the state directory and its session folders.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(
+        "invalid session name `{0}`: use 1-32 characters a-z, 0-9 and `-`, not starting with `-`"
+    )]
+    BadName(String),
+    #[error("a session named `{0}` already exists (host-cli guest ls)")]
+    Exists(String),
+    #[error("no session named `{0}` (host-cli guest ls lists them)")]
+    NotFound(String),
+    #[error("the record of session {name} is damaged")]
+    Damaged {
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("no state directory: set SANDTOP_STATE_DIR or HOME")]
+    NoStateDir,
+    /// A file operation of the store failed (`what` says which).
+    #[error("{what} {}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Removing a folder left something behind (listed).
+    #[error("removing {}: {left}", path.display())]
+    Remove { path: PathBuf, left: String },
+    #[error("no random bytes for a session name: {0}")]
+    Random(String),
+}
+
+type Result<T> = std::result::Result<T, SessionError>;
+
+fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> SessionError {
+    let path = path.to_path_buf();
+    move |source| SessionError::Io { what, path, source }
+}
 
 /// The state directory.
 #[derive(Debug, Clone)]
@@ -67,11 +107,11 @@ impl SessionDir {
 
     /// Records this process as the folder's owner (`guest gc` leaves a
     /// folder without a record alone while its owner runs).
-    pub fn write_owner(&self) -> anyhow::Result<()> {
+    pub fn write_owner(&self) -> Result<()> {
         let me = std::process::id();
         let start = process_start_time(me).unwrap_or(0);
         std::fs::write(self.owner_path(), format!("{me} {start}\n"))
-            .with_context(|| format!("writing {}", self.owner_path().display()))
+            .map_err(io("writing", &self.owner_path()))
     }
 
     /// Whether the host-cli that created the folder still runs (same pid
@@ -91,24 +131,28 @@ impl SessionDir {
     }
 
     /// Writes the record (atomically: temp file + rename).
-    pub fn save(&self, rec: &SessionRecord) -> anyhow::Result<()> {
+    pub fn save(&self, rec: &SessionRecord) -> Result<()> {
         let tmp = self.path.join("session.json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(rec)?)?;
-        std::fs::rename(&tmp, self.record_path())?;
-        Ok(())
+        // A record always serialises: its types have no map with
+        // non-string keys and no fallible Serialize.
+        let bytes = serde_json::to_vec_pretty(rec).unwrap_or_default();
+        std::fs::write(&tmp, bytes).map_err(io("writing", &tmp))?;
+        std::fs::rename(&tmp, self.record_path()).map_err(io("replacing", &self.record_path()))
     }
 
-    pub fn load(&self) -> anyhow::Result<SessionRecord> {
-        let bytes = std::fs::read(self.record_path())
-            .with_context(|| format!("reading the record of session {}", self.name))?;
-        serde_json::from_slice(&bytes)
-            .with_context(|| format!("the record of session {} is damaged", self.name))
+    pub fn load(&self) -> Result<SessionRecord> {
+        let bytes =
+            std::fs::read(self.record_path()).map_err(io("reading", &self.record_path()))?;
+        serde_json::from_slice(&bytes).map_err(|source| SessionError::Damaged {
+            name: self.name.clone(),
+            source,
+        })
     }
 }
 
 /// Checks a session name: 1-32 of `a-z`, `0-9`, `-`, starting with a
 /// letter or digit (it becomes part of a container name and a path).
-pub fn check_name(name: &str) -> anyhow::Result<()> {
+pub fn check_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 32
         && name
@@ -118,23 +162,20 @@ pub fn check_name(name: &str) -> anyhow::Result<()> {
     if ok {
         Ok(())
     } else {
-        bail!(
-            "invalid session name `{}`: use 1-32 characters a-z, 0-9 and `-`, not starting with `-`",
-            name.chars().take(40).collect::<String>()
-        )
+        Err(SessionError::BadName(name.chars().take(40).collect()))
     }
 }
 
 /// A fresh session name, `s` and 6 hex digits.
-pub fn new_name() -> anyhow::Result<String> {
+pub fn new_name() -> Result<String> {
     let mut b = [0u8; 3];
-    getrandom::fill(&mut b).map_err(|e| anyhow::anyhow!("random name: {e}"))?;
+    getrandom::fill(&mut b).map_err(|e| SessionError::Random(e.to_string()))?;
     Ok(format!("s{:02x}{:02x}{:02x}", b[0], b[1], b[2]))
 }
 
 impl Store {
     /// Opens (and creates, 0700) the state directory.
-    pub fn open() -> anyhow::Result<Store> {
+    pub fn open() -> Result<Store> {
         let root = if let Some(d) = std::env::var_os("SANDTOP_STATE_DIR") {
             PathBuf::from(d)
         } else if let Some(d) = std::env::var_os("XDG_STATE_HOME") {
@@ -142,19 +183,19 @@ impl Store {
         } else if let Some(h) = std::env::var_os("HOME") {
             PathBuf::from(h).join(".local/state/sandtop")
         } else {
-            bail!("no state directory: set SANDTOP_STATE_DIR or HOME");
+            return Err(SessionError::NoStateDir);
         };
         Store::at(root)
     }
 
     /// A store rooted at `root`.
-    pub fn at(root: PathBuf) -> anyhow::Result<Store> {
+    pub fn at(root: PathBuf) -> Result<Store> {
         let sessions = root.join("sessions");
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&sessions)
-            .with_context(|| format!("creating {}", sessions.display()))?;
+            .map_err(io("creating", &sessions))?;
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).ok();
         Ok(Store { root })
     }
@@ -171,33 +212,34 @@ impl Store {
     }
 
     /// Claims a new session folder; fails if the name is taken.
-    pub fn create(&self, name: &str) -> anyhow::Result<SessionDir> {
+    pub fn create(&self, name: &str) -> Result<SessionDir> {
         check_name(name)?;
         let dir = self.dir_of(name);
         match std::fs::DirBuilder::new().mode(0o700).create(&dir.path) {
             Ok(()) => Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                bail!("a session named `{name}` already exists (host-cli guest ls)")
+                Err(SessionError::Exists(name.to_string()))
             }
-            Err(e) => Err(e).with_context(|| format!("creating {}", dir.path.display())),
+            Err(e) => Err(io("creating", &dir.path)(e)),
         }
     }
 
     /// An existing session's folder.
-    pub fn get(&self, name: &str) -> anyhow::Result<SessionDir> {
+    pub fn get(&self, name: &str) -> Result<SessionDir> {
         check_name(name)?;
         let dir = self.dir_of(name);
         if !dir.record_path().exists() {
-            bail!("no session named `{name}` (host-cli guest ls lists them)");
+            return Err(SessionError::NotFound(name.to_string()));
         }
         Ok(dir)
     }
 
     /// Every session folder with a readable record, by name.
-    pub fn list(&self) -> anyhow::Result<Vec<(SessionDir, SessionRecord)>> {
+    pub fn list(&self) -> Result<Vec<(SessionDir, SessionRecord)>> {
         let mut out = Vec::new();
-        for entry in std::fs::read_dir(self.root.join("sessions"))? {
-            let entry = entry?;
+        let sessions = self.root.join("sessions");
+        for entry in std::fs::read_dir(&sessions).map_err(io("listing", &sessions))? {
+            let entry = entry.map_err(io("listing", &sessions))?;
             let Some(name) = entry.file_name().to_str().map(str::to_string) else {
                 continue;
             };
@@ -214,10 +256,11 @@ impl Store {
     }
 
     /// Every session folder, with or without a record (`guest gc`).
-    pub fn folders(&self) -> anyhow::Result<Vec<SessionDir>> {
+    pub fn folders(&self) -> Result<Vec<SessionDir>> {
         let mut out = Vec::new();
-        for entry in std::fs::read_dir(self.root.join("sessions"))? {
-            let entry = entry?;
+        let sessions = self.root.join("sessions");
+        for entry in std::fs::read_dir(&sessions).map_err(io("listing", &sessions))? {
+            let entry = entry.map_err(io("listing", &sessions))?;
             let Some(name) = entry.file_name().to_str().map(str::to_string) else {
                 continue;
             };
@@ -232,16 +275,19 @@ impl Store {
     /// Removes a session's folder (token, socket, log and whatever the
     /// guest left in `guest/`), never following a link; on failure, all
     /// it could remove is gone and the error lists what is left.
-    pub fn remove(&self, dir: &SessionDir) -> anyhow::Result<()> {
+    pub fn remove(&self, dir: &SessionDir) -> Result<()> {
         let unmounted = guest_folder::unmount_guest_folder(dir);
-        let removed = remove::remove_tree(&dir.path)
-            .map(|_| ())
-            .map_err(|left| anyhow::anyhow!("removing {}: {left}", dir.path.display()));
-        match (unmounted, removed) {
-            (Ok(()), r) => r,
-            (Err(u), Ok(())) => Err(u),
-            (Err(u), Err(r)) => Err(r.context(format!("{u:#}"))),
-        }
+        let removed = remove::remove_tree(&dir.path);
+        let left = match (unmounted, removed) {
+            (Ok(()), Ok(_)) => return Ok(()),
+            (Ok(()), Err(left)) => left.to_string(),
+            (Err(u), Ok(_)) => format!("{u:#}"),
+            (Err(u), Err(left)) => format!("{left}; {u:#}"),
+        };
+        Err(SessionError::Remove {
+            path: dir.path.clone(),
+            left,
+        })
     }
 }
 
@@ -272,7 +318,10 @@ mod tests {
             assert!(check_name(ok).is_ok(), "{ok}");
         }
         for bad in ["", "-x", "A", "a b", "a/b", "..", "a_b", &"x".repeat(33)] {
-            assert!(check_name(bad).is_err(), "{bad}");
+            assert!(
+                matches!(check_name(bad), Err(SessionError::BadName(_))),
+                "{bad}"
+            );
         }
         let n = new_name().unwrap();
         assert!(check_name(&n).is_ok(), "{n}");
@@ -285,13 +334,9 @@ mod tests {
         let d = store.create("one").unwrap();
         let mode = std::fs::metadata(&d.path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
-        assert!(
-            store
-                .create("one")
-                .unwrap_err()
-                .to_string()
-                .contains("already exists")
-        );
+        assert!(matches!(store.create("one"), Err(SessionError::Exists(n)) if n == "one"));
+        assert!(matches!(store.create("-x"), Err(SessionError::BadName(_))));
+        assert!(matches!(store.get("two"), Err(SessionError::NotFound(n)) if n == "two"));
         let rec = SessionRecord {
             network: None,
             egress_pid: None,
@@ -303,8 +348,11 @@ mod tests {
         d.save(&rec).unwrap();
         assert_eq!(store.list().unwrap().len(), 1);
         assert_eq!(store.get("one").unwrap().load().unwrap(), rec);
+        std::fs::write(d.record_path(), b"{").unwrap();
+        assert!(matches!(d.load(), Err(SessionError::Damaged { name, .. }) if name == "one"));
+        d.save(&rec).unwrap();
         store.remove(&d).unwrap();
-        assert!(store.get("one").is_err());
+        assert!(matches!(store.get("one"), Err(SessionError::NotFound(_))));
     }
 
     /// The guest's folder is a tmpfs of its own (issue 12 item 2); removing

@@ -46,12 +46,34 @@ fn containers_of(state: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
+/// host-cli as a child in a session of its own: no controlling terminal,
+/// whatever the test runs from, so it can never prompt on a developer's
+/// terminal (and hang there) when a test expects no terminal at all.
 fn host_cli(state: &std::path::Path) -> Command {
+    use std::os::unix::process::CommandExt as _;
     let mut c = Command::new(HOST_CLI);
     c.env("SANDTOP_STATE_DIR", state)
         .env_remove("OPENAI_API_KEY")
         .stdin(Stdio::null());
+    // SAFETY: between fork and exec the child calls setsid(2) alone, which
+    // is async-signal-safe and touches no memory of the parent's.
+    #[allow(unsafe_code)]
+    unsafe {
+        c.pre_exec(|| rustix::process::setsid().map(drop).map_err(Into::into));
+    }
     c
+}
+
+/// The session a process leads or belongs to (field 6 of /proc/PID/stat).
+fn session_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces: count after its ')'.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
 }
 
 #[test]
@@ -325,6 +347,11 @@ fn ctrl_c_stops_the_run_and_removes_the_guest_it_booted() {
         assert!(Instant::now() < end, "the run did not start");
         std::thread::sleep(Duration::from_millis(50));
     }
+    assert_eq!(
+        session_of(child.id()),
+        Some(child.id()),
+        "host-cli should lead a session of its own (no controlling terminal)"
+    );
     let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
     let t = Instant::now();
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();

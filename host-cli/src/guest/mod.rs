@@ -222,9 +222,11 @@ pub async fn start<B: Backend>(
     req: &StartRequest,
 ) -> anyhow::Result<SessionRecord> {
     let dir = store.create(&req.name)?;
-    let prepared = dir
-        .write_owner()
-        .and_then(|()| Ok(sandtop_client::Token::generate()?.write_new(&dir.token_path())?));
+    let prepared = (|| -> anyhow::Result<()> {
+        dir.write_owner()?;
+        sandtop_client::Token::generate()?.write_new(&dir.token_path())?;
+        Ok(())
+    })();
     if let Err(e) = prepared {
         let _ = store.remove(&dir);
         return Err(e);
