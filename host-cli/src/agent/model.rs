@@ -52,8 +52,8 @@ pub trait Model: Send {
     fn describe(&self) -> String;
     /// The offline scripted model's proof of what it is (which alone may
     /// have its safety checks approved by `--approve-scripted-checks`):
-    /// only [`super::scripted::ScriptedModel`] can make one.
-    fn scripted(&self) -> Option<super::scripted::ScriptedOnly> {
+    /// only the scripted model can make one.
+    fn scripted(&self) -> Option<super::scripted::proof::ScriptedOnly> {
         None
     }
     fn create<'a>(&'a mut self, body: &'a Value) -> Creating<'a>;

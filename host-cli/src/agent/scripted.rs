@@ -8,6 +8,10 @@
 
 use serde_json::{Value, json};
 
+pub mod proof;
+
+pub use proof::ScriptedOnly;
+
 use super::model::{CallStats, Creating, Model, ModelError};
 use super::wire;
 
@@ -26,15 +30,6 @@ impl Script for Fixed {
         Ok(self.0.pop_front())
     }
 }
-
-/// Proof that the model asking is the offline scripted one: its fields
-/// are private to this module, so only [`ScriptedModel`] makes one. The
-/// runner puts its model's proof (or none) into every question it asks
-/// the operator, and `--approve-scripted-checks` approves a question only
-/// when it carries one, so the flag cannot approve a real model's
-/// checks whatever the CLI lets through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ScriptedOnly(());
 
 /// The scripted model.
 pub struct ScriptedModel {
@@ -68,7 +63,7 @@ impl Model for ScriptedModel {
     }
 
     fn scripted(&self) -> Option<ScriptedOnly> {
-        Some(ScriptedOnly(()))
+        Some(ScriptedOnly::new())
     }
 
     fn create<'a>(&'a mut self, body: &'a Value) -> Creating<'a> {
