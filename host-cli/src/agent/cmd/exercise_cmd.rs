@@ -1,0 +1,292 @@
+//! `host-cli exercise` (and `host-cli run` without a key): the offline
+//! exercise with the scripted model against a real guest, checked
+//! against the demo app's own records.
+
+use super::*;
+
+/// Options of `host-cli exercise`.
+#[derive(Debug, Args)]
+pub struct ExerciseArgs {
+    /// Use this running session (otherwise a guest is booted and removed).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Keep the guest this exercise boots.
+    #[arg(long)]
+    pub keep: bool,
+    /// Approve the script's safety check without a terminal.
+    #[arg(long)]
+    pub approve_scripted_checks: bool,
+    /// The run folder.
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    /// Decide approvals from this JSON policy file.
+    #[arg(long)]
+    pub approve_policy: Option<PathBuf>,
+    /// The browser exercise: the demo form filled and submitted through
+    /// the browser tools (read_page refs, type, click), with the URL
+    /// policy limited to the demo app's origin, then a sign-in to the demo
+    /// app's account page through request_sign_in.
+    #[arg(long)]
+    pub browser: bool,
+    /// With --browser: the sign-in's values, from this credentials file's
+    /// entry for http://127.0.0.1:8080 (`email`, `password`, `code`; mode
+    /// 0600); the exercise provisions that account in the guest. Without
+    /// it, a random account and a private temporary file are used.
+    #[arg(long, value_name = "FILE", requires = "browser")]
+    pub credentials: Option<PathBuf>,
+    /// Where the guest this exercise boots runs.
+    #[arg(long, value_enum, default_value_t = BackendKind::Docker)]
+    pub backend: BackendKind,
+    #[command(flatten)]
+    pub guest: crate::guest::options::GuestArgs,
+    /// No progress lines on stderr (one per step by default).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// Also print every event of the run on stdout, one JSON object per
+    /// line (`event` says which); the checks and the summary follow.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub events: Option<EventsFormat>,
+}
+
+/// The exercise's scripted model and loop options: the computer
+/// exercise (the form, then the note; `form_only` stops after the form),
+/// or the browser exercise (the form through the browser tools, with the
+/// URL policy limited to the demo app's origin).
+pub fn exercise_setup(
+    browser: bool,
+    form_only: bool,
+) -> anyhow::Result<(ScriptedModel, RunOptions)> {
+    let model = if browser {
+        ScriptedModel::new(Box::new(exercise::browser::BrowserScript::new(!form_only)))
+    } else {
+        ScriptedModel::new(Box::new(ExerciseScript::new(form_only)))
+    };
+    let toolset = if browser {
+        let policy =
+            UrlPolicy::parse(exercise::browser::FORM_ORIGIN).map_err(anyhow::Error::msg)?;
+        Some(Toolset::new(None, None, Some(policy), &[]).map_err(anyhow::Error::msg)?)
+    } else {
+        None
+    };
+    let task = if browser {
+        format!(
+            "Fill in and submit the contact form of the demo app ({}) through the browser tools.",
+            exercise::browser::FORM_URL
+        )
+    } else if form_only {
+        "Fill in and submit the contact form in the browser.".into()
+    } else {
+        "Fill in and submit the contact form in the browser, then write a note in the text editor and save it.".into()
+    };
+    let opts = RunOptions {
+        task,
+        model: "sandtop-scripted-exercise".into(),
+        shape: ToolShape::Computer,
+        computer: !browser,
+        browser: toolset,
+        instructions: None,
+        // Room for slow launches: a slow waiting turn is about a second, and
+        // the script waits up to a minute per window (exercise.rs).
+        max_steps: 150,
+        max_duration: Some(Duration::from_secs(300)),
+        // As `run` with a model: nothing stored, the conversation resent.
+        store: false,
+        stream: false,
+        screenshot: ScreenshotOptions::default(),
+        confirm_actions: false,
+        ask_user: false,
+        // The browser exercise signs in to the demo app (not the bench).
+        sign_in: browser && !form_only,
+        initial_screenshot: true,
+        context: ContextBudget::default(),
+        // The script's actions must all work: a failure fails the exercise.
+        on_action_error: OnActionError::Stop,
+    };
+    Ok((model, opts))
+}
+
+/// `host-cli exercise`.
+pub async fn exercise(a: ExerciseArgs) -> anyhow::Result<ExitCode> {
+    // A credentials file others could read is refused before a guest boots.
+    if let Some(p) = &a.credentials {
+        exercise::sign_in::Account::from_credentials(&Credentials::open(p)?)?;
+    }
+    let store = Store::open()?;
+    let t0 = std::time::Instant::now();
+    let (dir, rec, booted) = session_for(
+        &store,
+        a.session.as_deref(),
+        a.backend,
+        (EXERCISE_SCREEN, &a.guest),
+        a.keep,
+        crate::egress::service::EgressConfig::none(),
+    )
+    .await?;
+    let result = exercise_on(&store, &dir, &rec, &a).await;
+    if let Some(b) = booted {
+        b.remove().await;
+    }
+    let code = result?;
+    eprintln!(
+        "host-cli: exercise took {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(code)
+}
+
+pub(super) async fn exercise_on(
+    store: &Store,
+    dir: &SessionDir,
+    rec: &SessionRecord,
+    a: &ExerciseArgs,
+) -> anyhow::Result<ExitCode> {
+    if rec.backend() != BackendKind::Docker {
+        bail!(
+            "the exercise needs a Docker guest (its browser, editor and demo app live in the image)"
+        );
+    }
+    let _lock = lock_session(dir)?;
+    let mut channel = guest::open_channel(dir, rec).await?;
+    let run = run_dir(store, a.record.clone(), &rec.name);
+    let mut recorder = Recorder::create(&run)?;
+    let (mut model, opts) = exercise_setup(a.browser, false)?;
+    recorder.write(&Entry::RunStarted(Box::new(Started {
+        task: opts.task.clone(),
+        session: rec.name.clone(),
+        model: Some(opts.model.clone()),
+        tool: Some(opts.shape),
+        exercise: Some(true),
+        model_api: Some(model.describe()),
+        ..Started::default()
+    })))?;
+    // The sign-in's account: provisioned in the guest (through exec's
+    // standard input), and the credentials file the operator answers from.
+    let docker = DockerBackend::connect().await?;
+    let container = rec
+        .docker()
+        .map(|d| d.container_id.clone())
+        .context("the session has no container")?;
+    let (account, temp_credentials) = if a.browser {
+        let (account, temp) = match &a.credentials {
+            Some(p) => (
+                exercise::sign_in::Account::from_credentials(&Credentials::open(p)?)?,
+                None,
+            ),
+            None => {
+                let account = exercise::sign_in::Account::generate()?;
+                let temp = exercise::sign_in::TempCredentials::write(&account)?;
+                (account, Some(temp))
+            }
+        };
+        let r = docker
+            .exec(
+                &container,
+                &[
+                    "dd",
+                    &format!("of={}", exercise::sign_in::ACCOUNTS_PATH),
+                    "status=none",
+                ],
+                Some(&account.accounts_json()),
+                Duration::from_secs(10),
+            )
+            .await?;
+        if r.exit_code != 0 {
+            bail!(
+                "provisioning the demo account in the guest failed (exit {})",
+                r.exit_code
+            );
+        }
+        (Some(account), temp)
+    } else {
+        (None, None)
+    };
+    let credentials_path = a
+        .credentials
+        .clone()
+        .or_else(|| temp_credentials.as_ref().map(|t| t.path.clone()));
+    let mut op = operator(
+        a.approve_policy.as_ref(),
+        a.approve_scripted_checks,
+        credentials_path.as_ref(),
+    )?;
+    if op.terminal.is_none() && op.policy.is_none() && !a.approve_scripted_checks {
+        eprintln!(
+            "host-cli: no terminal to approve the exercise's safety check on; pass --approve-scripted-checks"
+        );
+    }
+    let interrupt = Interrupt::default();
+    watch_ctrl_c(&interrupt);
+    let mut runner = Runner::new(
+        &mut model,
+        &mut channel,
+        &mut op,
+        &mut recorder,
+        opts,
+        interrupt,
+    )
+    .with_progress(Progress::for_cli(a.quiet, a.events));
+    let outcome = runner.run(None).await?;
+    let mut progress = runner.into_progress();
+    print_outcome(&outcome, &run, &mut progress);
+    if !outcome.ending.success() {
+        // The run's own exit code: 3 when a check was denied, 130 on
+        // Ctrl-C, 4 for a budget, as `host-cli run` with a model.
+        return Ok(exit_for(outcome.ending));
+    }
+    drop(temp_credentials);
+    // Check the real records inside the guest.
+    let read = |path: &'static str| {
+        let docker = &docker;
+        let container = container.clone();
+        async move {
+            let r = docker
+                .exec(&container, &["cat", path], None, Duration::from_secs(10))
+                .await?;
+            anyhow::Ok((r.exit_code == 0).then_some(r.stdout))
+        }
+    };
+    let store_bytes = read(exercise::STORE_PATH).await?.unwrap_or_default();
+    let checks = if let Some(account) = &account {
+        let sign_ins = read(exercise::sign_in::SIGN_INS_PATH)
+            .await?
+            .unwrap_or_default();
+        // Where a value could have leaked to: every file of the run and
+        // session folders (the egress journal among them), the guest's log.
+        let mut places = exercise::sign_in::files_under(&run);
+        places.extend(exercise::sign_in::files_under(&dir.path));
+        places.push((
+            "the container's log".into(),
+            docker.all_logs(&container).await?.into_bytes(),
+        ));
+        vec![
+            exercise::check_submission(&store_bytes),
+            exercise::browser::check_refusals(&record::read_trajectory(&run)?),
+            exercise::sign_in::check_signed_in(&sign_ins, account.email.expose()),
+            exercise::sign_in::check_absent(&account.secrets(), &places),
+        ]
+    } else {
+        let note = read(exercise::NOTE_PATH).await?;
+        vec![
+            exercise::check_submission(&store_bytes),
+            exercise::check_note(note.as_deref()),
+        ]
+    };
+    for c in &checks {
+        // The detail quotes what the guest's apps stored.
+        crate::out!(
+            "{} {}: {}",
+            if c.ok { "ok  " } else { "FAIL" },
+            c.what,
+            term::safe_line(&c.detail)
+        );
+    }
+    recorder.write(&Entry::ExerciseChecks {
+        checks: checks.clone(),
+    })?;
+    recorder.sync()?;
+    Ok(if checks.iter().all(|c| c.ok) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
