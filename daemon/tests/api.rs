@@ -34,6 +34,7 @@ use sandtop_protocol::{
     Rect, ScaleMap, Screenshot, ScreenshotOptions, ScreenshotResponse, Size, Timings,
     check_protocol, limits, paths,
 };
+use sandtop_testkit::held::{self, Stroke};
 use sandtop_testkit::openapi::{daemon_spec, errors, validator};
 use sandtopd::api::server::{bind_unix, serve_with};
 use sandtopd::api::{ApiState, router};
@@ -392,24 +393,11 @@ fn bu(b: u8) -> Event {
 
 /// Keys and buttons pressed but not released in `events`.
 fn still_held(events: &[Event]) -> Vec<Event> {
-    let mut held: Vec<Event> = Vec::new();
-    for e in events {
-        match *e {
-            Event::Key(_, true) | Event::Button(_, true) => held.push(e.clone()),
-            Event::Key(k, false) => {
-                if let Some(i) = held.iter().rposition(|h| *h == Event::Key(k, true)) {
-                    held.remove(i);
-                }
-            }
-            Event::Button(b, false) => {
-                if let Some(i) = held.iter().rposition(|h| *h == Event::Button(b, true)) {
-                    held.remove(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    held
+    held::still_held(events, |e| match *e {
+        Event::Key(k, down) => Some(Stroke::Key(k, down)),
+        Event::Button(b, down) => Some(Stroke::Button(b, down)),
+        _ => None,
+    })
 }
 
 #[track_caller]

@@ -15,6 +15,7 @@ use host_cli::egress::limits::Limits;
 use host_cli::egress::policy::{Policy, Verdict};
 use host_cli::egress::proxy::{self, Answer, Proxy, Question, Resolver};
 use host_cli::egress::service::{self, Attached, Clients};
+use sandtop_testkit::tls::{client_hello, client_hello_in_two_records};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
@@ -366,45 +367,6 @@ async fn n2_more_than_one_host_header_is_refused() {
     assert_eq!(refusals, 4, "every refusal is journalled");
     // The control: one Host header passes.
     assert!(get(&f, "allowed.test").await.starts_with("HTTP/1.1 200"));
-}
-
-fn client_hello(sni: &str) -> Vec<u8> {
-    let mut body = vec![0x03, 0x03];
-    body.extend_from_slice(&[9u8; 32]);
-    body.push(0);
-    body.extend_from_slice(&[0, 2, 0x13, 0x01, 1, 0]);
-    let mut sn = vec![0u8];
-    sn.extend_from_slice(&(sni.len() as u16).to_be_bytes());
-    sn.extend_from_slice(sni.as_bytes());
-    let mut list = (sn.len() as u16).to_be_bytes().to_vec();
-    list.extend_from_slice(&sn);
-    let mut ext = vec![0, 0];
-    ext.extend_from_slice(&(list.len() as u16).to_be_bytes());
-    ext.extend_from_slice(&list);
-    // supported_versions (TLS 1.3), signature_algorithms (rsa_pss_rsae_sha256).
-    ext.extend_from_slice(&[0, 0x2b, 0, 3, 2, 3, 4, 0, 0x0d, 0, 4, 0, 2, 8, 4]);
-    body.extend_from_slice(&(ext.len() as u16).to_be_bytes());
-    body.extend_from_slice(&ext);
-    let mut hs = vec![1, 0, (body.len() >> 8) as u8, body.len() as u8];
-    hs.extend_from_slice(&body);
-    let mut rec = vec![0x16, 3, 1, (hs.len() >> 8) as u8, hs.len() as u8];
-    rec.extend_from_slice(&hs);
-    rec
-}
-
-/// The same ClientHello, its handshake message split across two TLS
-/// records.
-fn client_hello_in_two_records(sni: &str) -> Vec<u8> {
-    let one = client_hello(sni);
-    let msg = &one[5..];
-    let cut = msg.len() / 2;
-    let mut out = Vec::new();
-    for part in [&msg[..cut], &msg[cut..]] {
-        out.extend_from_slice(&[0x16, 3, 1]);
-        out.extend_from_slice(&(part.len() as u16).to_be_bytes());
-        out.extend_from_slice(part);
-    }
-    out
 }
 
 /// CONNECTs, sends a ClientHello naming `sni`, returns what comes back

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use host_cli::egress::limits::Limits;
 use host_cli::egress::policy::Policy;
 use host_cli::egress::proxy::{self, Proxy, Resolver};
+use sandtop_testkit::tls::client_hello;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
@@ -41,26 +42,6 @@ fn raise_open_files(want: u64) {
         now >= want,
         "open files: {now}, the test needs {want} (hard limit {hard})"
     );
-}
-
-/// A real ClientHello naming `name` (rustls' client).
-fn hello(name: &str) -> Vec<u8> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(rustls::RootCertStore::empty())
-        .with_no_client_auth();
-    let mut conn = rustls::ClientConnection::new(
-        Arc::new(config),
-        rustls::pki_types::ServerName::try_from(name.to_string()).unwrap(),
-    )
-    .unwrap();
-    let mut bytes = Vec::new();
-    while conn.wants_write() {
-        conn.write_tls(&mut bytes).unwrap();
-    }
-    bytes
 }
 
 fn rss_kib() -> u64 {
@@ -270,7 +251,7 @@ async fn abuse_is_bounded_and_allowed_traffic_still_flows() {
         let mut head = vec![0u8; 512];
         let n = s.read(&mut head).await.unwrap();
         assert!(head[..n].starts_with(b"HTTP/1.1 200"));
-        let h = hello("allowed.test");
+        let h = client_hello("allowed.test");
         s.write_all(&h).await.unwrap();
         let mut back = vec![0u8; h.len()];
         s.read_exact(&mut back).await.unwrap();

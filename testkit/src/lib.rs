@@ -5,12 +5,16 @@
 //! `daemon/openapi.yaml`), real X servers for the x11 tier ([`xvfb`]) and a window manager on them
 //! ([`wm`]), a
 //! test X client that records every input event it receives
-//! ([`recorder`]), and the skip policy ([`skip`]).
+//! ([`recorder`]), what a record of input events leaves pressed
+//! ([`held`]), hand-built TLS ClientHellos for the egress proxy's tests
+//! ([`tls`]), and the skip policy ([`skip`]).
 //! What it is not: a place for production code; nothing here ships.
 
+pub mod held;
 pub mod mock_responses;
 pub mod openapi;
 pub mod recorder;
 pub mod skip;
+pub mod tls;
 pub mod wm;
 pub mod xvfb;

@@ -12,10 +12,11 @@
 //! order (the demo form filled out of order in one batch, focused,
 //! unfocused and with the guest's CPU busy: `e2e/order.rs`).
 //!
-//! How it runs: its own harness (`harness = false`): the cases run one
-//! after the other (a 2-core host runs them faster that way than racing),
-//! each failure is reported, and after the last case the run checks that
-//! no container of this run is left. Every run has its own state directory
+//! How it runs: the E tier's harness (`sandtop_tests::harness`, on
+//! libtest-mimic): the cases share one setup and run one after the other
+//! (a 2-core host runs them faster that way than racing), each failure is
+//! reported, and after the last case the run checks that no container of
+//! this run is left. Every run has its own state directory
 //! (a temporary folder, `SANDTOP_STATE_DIR` for the host-cli processes it
 //! spawns), so a user's own sessions are never touched; every guest is
 //! removed by its guard when a case ends, however it ends.
@@ -24,11 +25,11 @@
 //! when `SANDTOP_REQUIRE` lists docker), the guest image
 //! `sandtop-guest:latest` (`make test` builds it; `make guest-image`), and
 //! the `host-cli` binary of this workspace (`cargo build -p host-cli`).
-//! Arguments: a substring selects cases; `--list` lists them.
+//! Arguments: libtest's (a substring selects cases, `--exact`, `--skip`,
+//! `--list`, `--ignored`).
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,6 +45,8 @@ use host_cli::session::guest_folder;
 use host_cli::session::{SessionDir, SessionRecord, Store};
 use sandtop_protocol::{Action, BatchRequest, HealthStatus, ScreenshotOptions, Size};
 use sandtop_testkit::skip;
+use sandtop_tests::cases;
+use sandtop_tests::harness::Suite;
 use serde_json::{Value, json};
 
 /// The typing corpus of daemon/tests/x11.rs: ASCII, accents, CJK, emoji,
@@ -77,117 +80,50 @@ struct Ctx {
     run: String,
 }
 
-type CaseFn = fn(Arc<Ctx>) -> Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
-
-macro_rules! cases {
-    ($($name:ident),* $(,)?) => {
-        vec![$((stringify!($name), (|c| Box::pin($name(c))) as CaseFn)),*]
-    };
-}
-
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
     if std::env::var_os(boundary::HOST_PROBE_ENV).is_some() {
+        let args: Vec<String> = std::env::args().skip(1).collect();
         return boundary::host_probe(&args);
     }
-    let all = cases![
-        security_from_inside_and_outside,
-        limits_hold_against_a_fork_bomb_and_a_memory_hog,
-        killed_display_is_detected_and_restarted,
-        readiness_and_its_timeout,
-        kill9_during_start_then_gc_leaves_nothing,
-        four_guests_side_by_side,
-        typed_corpus_in_guest_xterm_is_byte_exact,
-        both_channel_paths_work,
-        batched_form_input_lands_in_each_field,
-        browser_fills_the_demo_form_through_refs,
-        other_host_users_cannot_reach_a_guest,
-        the_guest_folder_is_capped_noexec_and_anonymous,
-        gc_removes_only_what_its_own_user_left,
-    ];
-    if args.iter().any(|a| a == "--list") {
-        for (n, _) in &all {
-            println!("{n}: test");
-        }
-        return ExitCode::SUCCESS;
+    Suite {
+        name: "e2e",
+        final_check: "no_container_of_this_run_is_left",
+        cases: cases![
+            security_from_inside_and_outside,
+            limits_hold_against_a_fork_bomb_and_a_memory_hog,
+            killed_display_is_detected_and_restarted,
+            readiness_and_its_timeout,
+            kill9_during_start_then_gc_leaves_nothing,
+            four_guests_side_by_side,
+            typed_corpus_in_guest_xterm_is_byte_exact,
+            both_channel_paths_work,
+            batched_form_input_lands_in_each_field,
+            browser_fills_the_demo_form_through_refs,
+            other_host_users_cannot_reach_a_guest,
+            the_guest_folder_is_capped_noexec_and_anonymous,
+            gc_removes_only_what_its_own_user_left,
+        ],
     }
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let selected: Vec<_> = all
-        .into_iter()
-        .filter(|(n, _)| filters.is_empty() || filters.iter().any(|f| n.contains(f.as_str())))
-        .collect();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("e2e: cannot start a runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let tmp = match tempfile::Builder::new().prefix("sandtop-e2e-").tempdir() {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("e2e: no temporary folder: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let ctx = match rt.block_on(setup(tmp.path())) {
-        Ok(Some(c)) => Arc::new(c),
-        Ok(None) => return ExitCode::SUCCESS, // skipped, reason printed
-        Err(e) => {
-            eprintln!("e2e: setup failed: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    println!("\nrunning {} e2e cases (run {})", selected.len(), ctx.run);
-    let mut failed = Vec::new();
-    for (name, case) in selected {
-        let t = Instant::now();
-        let c = Arc::clone(&ctx);
-        let r = rt.block_on(async move { tokio::spawn(case(c)).await });
-        let secs = t.elapsed().as_secs_f64();
-        match r {
-            Ok(Ok(())) => println!("test {name} ... ok ({secs:.1} s)"),
-            Ok(Err(e)) => {
-                println!("test {name} ... FAILED ({secs:.1} s)\n  {e:#}");
-                failed.push(name);
+    .run(
+        |rt, tmp| {
+            let ctx = rt.block_on(setup(tmp))?;
+            if let Some(c) = &ctx {
+                println!("\ne2e run {}", c.run);
             }
-            Err(e) => {
-                println!("test {name} ... FAILED (panicked: {e})");
-                failed.push(name);
+            Ok(ctx)
+        },
+        // C9 / the suite's own promise: nothing of this run is left.
+        |rt, ctx| {
+            let left = rt.block_on(leftovers(&ctx))?;
+            if !left.is_empty() {
+                let _ = rt.block_on(guest::gc(&ctx.store));
+                for id in &left {
+                    let _ = rt.block_on(ctx.backend.remove(id));
+                }
             }
-        }
-    }
-    // C9 / the suite's own promise: nothing of this run is left.
-    match rt.block_on(leftovers(&ctx)) {
-        Ok(left) if left.is_empty() => {
-            println!("test no_container_of_this_run_is_left ... ok");
-        }
-        Ok(left) => {
-            println!("test no_container_of_this_run_is_left ... FAILED\n  left: {left:?}");
-            failed.push("no_container_of_this_run_is_left");
-            let _ = rt.block_on(guest::gc(&ctx.store));
-            for id in left {
-                let _ = rt.block_on(ctx.backend.remove(&id));
-            }
-        }
-        Err(e) => {
-            println!("test no_container_of_this_run_is_left ... FAILED\n  {e:#}");
-            failed.push("no_container_of_this_run_is_left");
-        }
-    }
-    drop(ctx);
-    drop(rt);
-    if failed.is_empty() {
-        println!("\ne2e result: ok");
-        ExitCode::SUCCESS
-    } else {
-        println!("\ne2e result: FAILED: {}", failed.join(", "));
-        ExitCode::FAILURE
-    }
+            Ok(left)
+        },
+    )
 }
 
 /// Docker, the image, host-cli; `None` when the tier is skipped.

@@ -28,17 +28,18 @@
 //! cases (a CONNECT whose SNI names another host, a Host header that
 //! disagrees with the target, IP literals).
 //!
-//! Harness: its own (`harness = false`), like e2e.rs: the cases run one after
-//! the other, each failure is reported, and after the last case the run
+//! Harness: the E tier's (`sandtop_tests::harness`, on libtest-mimic), like
+//! e2e.rs: the cases share the world set up once and run one after the
+//! other, each failure is reported, and after the last case the run
 //! removes its guests, the fake internet and the network, then checks that
 //! nothing of the run is left (containers labelled `sandtop.session` of this
 //! run's state directory, the fake internet, the network, egress proxy
 //! processes). Skipped with `SKIP docker: ...` when no engine answers or the
 //! guest image is missing (a failure when `SANDTOP_REQUIRE` lists docker).
 //! Needs the `host-cli` binary of this workspace (`cargo build -p host-cli`;
-//! `make test` builds it). Arguments: a substring selects cases; `--list`;
-//! `--ignored` / `--include-ignored` run the cases listed in [`IGNORED`]
-//! (they fail because of a reported product bug).
+//! `make test` builds it). Arguments: libtest's (a substring selects cases,
+//! `--exact`, `--skip`, `--list`); `--ignored` / `--include-ignored` run the
+//! cases listed in [`IGNORED`] (they fail because of a reported product bug).
 //! `SANDTOP_NETWORK_VERBOSE=1` prints every result of the guest's client.
 
 #![allow(clippy::unwrap_used)]
@@ -48,7 +49,6 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -73,6 +73,8 @@ use host_cli::guest::docker::{self, DockerBackend};
 use host_cli::guest::{self, ids};
 use host_cli::session::{SessionDir, SessionRecord, Store};
 use sandtop_testkit::skip;
+use sandtop_tests::cases;
+use sandtop_tests::harness::Suite;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -431,17 +433,9 @@ fn ignored_because(case: &str) -> Option<&'static str> {
     IGNORED.iter().find(|(n, _)| *n == case).map(|(_, r)| *r)
 }
 
-type CaseFn = fn(Arc<Ctx>) -> Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
-
-macro_rules! cases {
-    ($($name:ident),* $(,)?) => {
-        vec![$((stringify!($name), (|c| Box::pin($name(c))) as CaseFn)),*]
-    };
-}
-
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let all = cases![
+    let t0 = Instant::now();
+    let cases = cases![
         allowed_origin_over_http_and_https,
         blocked_prefix_port_ip_literal_host_and_sni_tricks_fail,
         private_and_metadata_addresses_fail_even_when_listed,
@@ -454,120 +448,56 @@ fn main() -> ExitCode {
         open_mode_reaches_the_fake_internet_directly,
         ask_mode_with_a_scripted_operator,
         ask_mode_refuses_ip_literals_in_disguise,
-    ];
-    if args.iter().any(|a| a == "--list") {
-        for (n, _) in &all {
-            println!("{n}: test");
-        }
-        return ExitCode::SUCCESS;
+    ]
+    .into_iter()
+    .map(|c| {
+        let reason = ignored_because(c.name);
+        c.ignored_because(reason)
+    })
+    .collect();
+    let code = Suite {
+        name: "network",
+        final_check: "nothing_of_this_run_is_left",
+        cases,
     }
-    // Like libtest: `--ignored` runs only the ignored cases,
-    // `--include-ignored` runs them too.
-    let only_ignored = args.iter().any(|a| a == "--ignored");
-    let with_ignored = only_ignored || args.iter().any(|a| a == "--include-ignored");
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let (selected, ignored): (Vec<_>, Vec<_>) = all
-        .into_iter()
-        .filter(|(n, _)| filters.is_empty() || filters.iter().any(|f| n.contains(f.as_str())))
-        .filter(|(n, _)| !only_ignored || ignored_because(n).is_some())
-        .partition(|(n, _)| with_ignored || ignored_because(n).is_none());
-    for (n, _) in &ignored {
-        println!("test {n} ... ignored, {}", ignored_because(n).unwrap_or(""));
-    }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("network: cannot start a runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let tmp = match tempfile::Builder::new()
-        .prefix("sandtop-network-")
-        .tempdir()
-    {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("network: no temporary folder: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let t0 = Instant::now();
-    let base = match rt.block_on(base(tmp.path())) {
-        Ok(Some(b)) => b,
-        Ok(None) => return ExitCode::SUCCESS, // skipped, reason printed
-        Err(e) => {
-            eprintln!("network: setup failed: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let ctx = match rt.block_on(setup(base.clone())) {
-        Ok(c) => Arc::new(c),
-        Err(e) => {
-            eprintln!("network: setup failed: {e:#}");
-            let _ = rt.block_on(leftovers(&base));
-            return ExitCode::FAILURE;
-        }
-    };
-    println!(
-        "\nrunning {} network cases (run {}; fake internet {} on {}, setup {:.1} s)",
-        selected.len(),
-        ctx.base.run,
-        ctx.net.fake_ip,
-        ctx.net.subnet,
-        t0.elapsed().as_secs_f64()
+    .run(
+        |rt, tmp| {
+            let Some(base) = rt.block_on(base(tmp))? else {
+                return Ok(None); // skipped, reason printed
+            };
+            match rt.block_on(setup(base.clone())) {
+                Ok(ctx) => {
+                    println!(
+                        "\nnetwork run {}; fake internet {} on {}, setup {:.1} s",
+                        ctx.base.run,
+                        ctx.net.fake_ip,
+                        ctx.net.subnet,
+                        t0.elapsed().as_secs_f64()
+                    );
+                    Ok(Some(ctx))
+                }
+                Err(e) => {
+                    let _ = rt.block_on(leftovers(&base));
+                    Err(e)
+                }
+            }
+        },
+        // Tear down, then the suite's promise: nothing of this run is left.
+        |rt, ctx| {
+            let base = ctx.base.clone();
+            match Arc::try_unwrap(ctx) {
+                Ok(ctx) => {
+                    if let Err(e) = rt.block_on(ctx.teardown()) {
+                        println!("network: teardown: {e:#}");
+                    }
+                }
+                Err(ctx) => drop(ctx), // a case still holds it: the guards clean up
+            }
+            rt.block_on(leftovers(&base))
+        },
     );
-    let mut failed = Vec::new();
-    for (name, case) in selected {
-        let t = Instant::now();
-        let c = Arc::clone(&ctx);
-        let r = rt.block_on(async move { tokio::spawn(case(c)).await });
-        let secs = t.elapsed().as_secs_f64();
-        match r {
-            Ok(Ok(())) => println!("test {name} ... ok ({secs:.1} s)"),
-            Ok(Err(e)) => {
-                println!("test {name} ... FAILED ({secs:.1} s)\n  {e:#}");
-                failed.push(name);
-            }
-            Err(e) => {
-                println!("test {name} ... FAILED (panicked: {e})");
-                failed.push(name);
-            }
-        }
-    }
-    // Tear down, then the suite's promise: nothing of this run is left.
-    let base = ctx.base.clone();
-    match Arc::try_unwrap(ctx) {
-        Ok(ctx) => {
-            if let Err(e) = rt.block_on(ctx.teardown()) {
-                println!("network: teardown: {e:#}");
-            }
-        }
-        Err(ctx) => drop(ctx), // a case still holds it: the guards clean up
-    }
-    match rt.block_on(leftovers(&base)) {
-        Ok(left) if left.is_empty() => println!("test nothing_of_this_run_is_left ... ok"),
-        Ok(left) => {
-            println!("test nothing_of_this_run_is_left ... FAILED\n  left: {left:?}");
-            failed.push("nothing_of_this_run_is_left");
-        }
-        Err(e) => {
-            println!("test nothing_of_this_run_is_left ... FAILED\n  {e:#}");
-            failed.push("nothing_of_this_run_is_left");
-        }
-    }
-    drop(rt);
     println!("network: {:.1} s in all", t0.elapsed().as_secs_f64());
-    if failed.is_empty() {
-        println!("\nnetwork result: ok");
-        ExitCode::SUCCESS
-    } else {
-        println!("\nnetwork result: FAILED: {}", failed.join(", "));
-        ExitCode::FAILURE
-    }
+    code
 }
 
 /// Docker, the image, host-cli; `None` when the tier is skipped.

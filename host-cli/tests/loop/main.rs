@@ -54,6 +54,7 @@ use sandtop_protocol::{
     Action, Capabilities, Fit, ImageFormat, Info, Limits, PROTOCOL_VERSION, Rect, ScaleMap,
     Screenshot, ScreenshotOptions, Size, limits,
 };
+use sandtop_testkit::held::{self, Stroke};
 use sandtop_testkit::mock_responses::{
     MockResponses, Recorded, Reply, ask_user, click, computer_call, computer_call_checked,
     double_click, drag, function_call, image_urls, keypress, message, move_to,
@@ -720,26 +721,13 @@ fn clicked(x: u32, y: u32) -> Vec<Event> {
     vec![Event::Motion(x, y), bd(1), bu(1)]
 }
 
-/// Keys and buttons pressed but not released.
+/// Keys and buttons pressed but not released in `events`.
 fn still_held(events: &[Event]) -> Vec<Event> {
-    let mut held: Vec<Event> = Vec::new();
-    for e in events {
-        match *e {
-            Event::Key(_, true) | Event::Button(_, true) => held.push(e.clone()),
-            Event::Key(k, false) => {
-                if let Some(i) = held.iter().rposition(|h| *h == Event::Key(k, true)) {
-                    held.remove(i);
-                }
-            }
-            Event::Button(b, false) => {
-                if let Some(i) = held.iter().rposition(|h| *h == Event::Button(b, true)) {
-                    held.remove(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    held
+    held::still_held(events, |e| match *e {
+        Event::Key(k, down) => Some(Stroke::Key(k, down)),
+        Event::Button(b, down) => Some(Stroke::Button(b, down)),
+        _ => None,
+    })
 }
 
 fn motions(events: &[Event]) -> Vec<(u32, u32)> {

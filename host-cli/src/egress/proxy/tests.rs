@@ -1,3 +1,4 @@
+use sandtop_testkit::tls::{client_hello_message, handshake_records};
 use serde_json::Value;
 
 use super::*;
@@ -49,54 +50,8 @@ async fn only_the_operators_answers_last_for_the_session() {
     assert_eq!(answers[1]["by_operator"], true);
 }
 
-/// The handshake message of a minimal ClientHello (TLS 1.3 only, one
-/// cipher suite, signature_algorithms) with these server names.
-fn hello_message(names: &[&str]) -> Vec<u8> {
-    let mut body = vec![0x03, 0x03];
-    body.extend_from_slice(&[7u8; 32]);
-    body.push(0); // session id
-    body.extend_from_slice(&[0, 2, 0x13, 0x01]); // one cipher suite
-    body.extend_from_slice(&[1, 0]); // null compression
-    let mut ext = Vec::new();
-    // supported_versions: TLS 1.3; signature_algorithms: rsa_pss_rsae_sha256.
-    ext.extend_from_slice(&[0, 0x2b, 0, 3, 2, 3, 4]);
-    ext.extend_from_slice(&[0, 0x0d, 0, 4, 0, 2, 8, 4]);
-    if !names.is_empty() {
-        let mut list = Vec::new();
-        for n in names {
-            list.push(0u8);
-            list.extend_from_slice(&(n.len() as u16).to_be_bytes());
-            list.extend_from_slice(n.as_bytes());
-        }
-        let mut sn = (list.len() as u16).to_be_bytes().to_vec();
-        sn.extend_from_slice(&list);
-        ext.extend_from_slice(&[0, 0]);
-        ext.extend_from_slice(&(sn.len() as u16).to_be_bytes());
-        ext.extend_from_slice(&sn);
-    }
-    body.extend_from_slice(&(ext.len() as u16).to_be_bytes());
-    body.extend_from_slice(&ext);
-    let mut hs = vec![1, 0, (body.len() >> 8) as u8, body.len() as u8];
-    hs.extend_from_slice(&body);
-    hs
-}
-
-/// TLS handshake records carrying `message`, cut after each of `cuts`.
-fn records(message: &[u8], cuts: &[usize]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    for end in cuts.iter().copied().chain([message.len()]) {
-        let part = &message[start..end];
-        out.extend_from_slice(&[0x16, 3, 1]);
-        out.extend_from_slice(&(part.len() as u16).to_be_bytes());
-        out.extend_from_slice(part);
-        start = end;
-    }
-    out
-}
-
 fn hello(sni: Option<&str>) -> Vec<u8> {
-    records(&hello_message(sni.as_slice()), &[])
+    handshake_records(&client_hello_message(sni.as_slice()), &[])
 }
 
 /// Feeds `bytes` one at a time; every answer before the last byte
@@ -136,8 +91,8 @@ fn server_names_are_read_from_the_client_hello() {
     // Two names (RFC 6066 allows one of each type) and a name that is
     // not a DNS name are refused, not guessed at.
     assert!(matches!(
-        client_hello_sni(&records(
-            &hello_message(&["allowed.test", "blocked.test"]),
+        client_hello_sni(&handshake_records(
+            &client_hello_message(&["allowed.test", "blocked.test"]),
             &[]
         )),
         Sni::NotTls(_)
@@ -154,9 +109,9 @@ fn a_client_hello_in_one_byte_pieces_and_two_records_is_read() {
     assert_eq!(bytewise(&one), Sni::Name("allowed.test".into()));
     // The handshake message split across two TLS records, at every
     // place, and fed one byte at a time.
-    let msg = hello_message(&["allowed.test"]);
+    let msg = client_hello_message(&["allowed.test"]);
     for cut in 1..msg.len() {
-        let two = records(&msg, &[cut]);
+        let two = handshake_records(&msg, &[cut]);
         assert_eq!(two.len(), one.len() + 5);
         assert_eq!(
             bytewise(&two),
@@ -165,7 +120,7 @@ fn a_client_hello_in_one_byte_pieces_and_two_records_is_read() {
         );
     }
     // Three records, and bytes after the hello in the same read.
-    let mut three = records(&msg, &[4, 40]);
+    let mut three = handshake_records(&msg, &[4, 40]);
     three.extend_from_slice(&[0x14, 3, 3, 0, 1, 1]);
     assert_eq!(client_hello_sni(&three), Sni::Name("allowed.test".into()));
     // Once known, the answer stays.
