@@ -92,10 +92,13 @@ impl VmImage {
 
 impl Accel {
     /// `hvf` on macOS; on Linux `kvm` when `/dev/kvm` opens read-write
-    /// and a paused QEMU with `-accel kvm -cpu host` starts and quits
-    /// cleanly (a host can expose `/dev/kvm` and still fail at the first
-    /// vCPU: seen here, without VT-x); else `tcg` and the reason.
-    pub fn pick(qemu: &Path) -> (Accel, Option<String>) {
+    /// and the guest's own kernel, booted under KVM, prints its first line
+    /// ([`kvm_probe`]); else `tcg` and the reason. A host can expose
+    /// `/dev/kvm`, start a paused QEMU with it and even run the BIOS, and
+    /// still never get the kernel past its switch to long mode (seen here:
+    /// no VT-x exposed to this machine, the VM spun at 100% CPU with an
+    /// empty console).
+    pub fn pick(qemu: &Path, kernel: &Path) -> (Accel, Option<String>) {
         if cfg!(target_os = "macos") {
             return (Accel::Hvf, None);
         }
@@ -114,7 +117,7 @@ impl Accel {
         {
             return tcg(format!("/dev/kvm is not usable ({e})"));
         }
-        match kvm_probe(qemu) {
+        match kvm_probe(qemu, kernel) {
             Ok(()) => (Accel::Kvm, None),
             Err(e) => tcg(format!("KVM does not work here ({e})")),
         }
@@ -129,36 +132,67 @@ impl Accel {
     }
 }
 
-/// Starts QEMU paused with KVM and tells it to quit at once.
-fn kvm_probe(qemu: &Path) -> Result<(), String> {
-    use std::io::Write as _;
+/// How long the KVM probe waits for the kernel's first line: under a
+/// working KVM it comes in well under a second.
+const KVM_PROBE_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// Boots `kernel` under KVM (no disk, no initrd, no network, the serial
+/// port on a pipe) until it prints `Linux version`, then stops QEMU.
+fn kvm_probe(qemu: &Path, kernel: &Path) -> Result<(), String> {
+    use std::io::Read as _;
     let machine = if std::env::consts::ARCH == "aarch64" {
         "virt"
     } else {
         "q35"
     };
+    let console = if std::env::consts::ARCH == "aarch64" {
+        "console=ttyAMA0 earlycon panic=-1"
+    } else {
+        "console=ttyS0 earlyprintk=ttyS0 panic=-1"
+    };
     let mut child = std::process::Command::new(qemu)
-        .args(["-accel", "kvm", "-machine", machine, "-cpu", "host"])
-        .args(["-nodefaults", "-no-user-config", "-display", "none", "-S"])
-        .args(["-monitor", "stdio"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .args(["-accel", "kvm", "-machine", machine, "-cpu", "host", "-m", "256"])
+        .args(["-nodefaults", "-no-user-config", "-display", "none", "-nic", "none"])
+        .args(["-serial", "stdio", "-no-reboot", "-kernel"])
+        .arg(kernel)
+        .args(["-append", console])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("{}: {e}", qemu.display()))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(b"quit\n");
-    }
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    if out.status.success() {
+    let mut out = child.stdout.take().ok_or("no pipe from QEMU")?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+            if seen.windows(13).any(|w| w == b"Linux version") {
+                let _ = tx.send(());
+                return;
+            }
+            if seen.len() > 1 << 20 {
+                break;
+            }
+        }
+    });
+    let booted = rx.recv_timeout(KVM_PROBE_TIMEOUT).is_ok();
+    let _ = child.kill();
+    let done = child.wait_with_output().map_err(|e| e.to_string())?;
+    if booted {
         return Ok(());
     }
-    let err = String::from_utf8_lossy(&out.stderr);
-    let first = err
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("no message");
-    Err(format!("QEMU's KVM probe failed: {}", first.trim()))
+    let err = String::from_utf8_lossy(&done.stderr);
+    match err.lines().find(|l| !l.trim().is_empty() && !l.contains("terminating on signal")) {
+        Some(first) => Err(format!("QEMU's KVM probe failed: {}", first.trim())),
+        None => Err(format!(
+            "the guest's kernel printed nothing under KVM within {KVM_PROBE_TIMEOUT:?}"
+        )),
+    }
 }
 
 /// The VM's size: the same figures as the Docker guest's limits.
@@ -240,7 +274,7 @@ impl QemuBackend {
         let qemu = super::local::which(&program).with_context(|| {
             format!("{program} is not installed (Debian: apt-get install qemu-system-x86; macOS: brew install qemu)")
         })?;
-        let (accel, why) = Accel::pick(&qemu);
+        let (accel, why) = Accel::pick(&qemu, &image.kernel());
         if let Some(why) = why {
             eprintln!("host-cli: {why}");
         }
