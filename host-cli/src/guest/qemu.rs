@@ -151,8 +151,17 @@ fn kvm_probe(qemu: &Path, kernel: &Path) -> Result<(), String> {
         "console=ttyS0 earlyprintk=ttyS0 panic=-1"
     };
     let mut child = std::process::Command::new(qemu)
-        .args(["-accel", "kvm", "-machine", machine, "-cpu", "host", "-m", "256"])
-        .args(["-nodefaults", "-no-user-config", "-display", "none", "-nic", "none"])
+        .args([
+            "-accel", "kvm", "-machine", machine, "-cpu", "host", "-m", "256",
+        ])
+        .args([
+            "-nodefaults",
+            "-no-user-config",
+            "-display",
+            "none",
+            "-nic",
+            "none",
+        ])
         .args(["-serial", "stdio", "-no-reboot", "-kernel"])
         .arg(kernel)
         .args(["-append", console])
@@ -187,7 +196,10 @@ fn kvm_probe(qemu: &Path, kernel: &Path) -> Result<(), String> {
         return Ok(());
     }
     let err = String::from_utf8_lossy(&done.stderr);
-    match err.lines().find(|l| !l.trim().is_empty() && !l.contains("terminating on signal")) {
+    match err
+        .lines()
+        .find(|l| !l.trim().is_empty() && !l.contains("terminating on signal"))
+    {
         Some(first) => Err(format!("QEMU's KVM probe failed: {}", first.trim())),
         None => Err(format!(
             "the guest's kernel printed nothing under KVM within {KVM_PROBE_TIMEOUT:?}"
