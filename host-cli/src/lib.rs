@@ -31,6 +31,7 @@ pub mod agent;
 pub mod bench;
 pub mod channel;
 pub mod cli;
+pub mod control;
 pub mod doctor;
 pub mod egress;
 pub mod guest;

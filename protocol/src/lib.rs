@@ -23,6 +23,7 @@
 mod action;
 mod api;
 pub mod browser;
+pub mod desktop;
 mod error;
 pub mod keys;
 pub mod limits;
