@@ -166,10 +166,10 @@ pub enum Command {
         text: Option<String>,
     },
     /// Take control: the agent pauses at its next step boundary.
-    Take,
+    Take {},
     /// Give control back: the model is told the operator acted and shown
     /// the new screen.
-    Give,
+    Give {},
     /// The operator's input while in control: Responses API action
     /// objects in *screen* pixels (checked like the model's, sent through
     /// the same action API, recorded as the operator's).
