@@ -53,7 +53,7 @@ sdk-test:
 	set -e; \
 	$(CARGO) build --locked -p host-cli -p sandtop-testkit --bin host-cli --bin mock-responses; \
 	python3 -m venv "$(SDK_VENV)"; \
-	if ! "$(SDK_VENV)/bin/python" -m pip install --quiet --disable-pip-version-check './python[openai,test]'; then \
+	if ! "$(SDK_VENV)/bin/python" -m pip install --quiet --disable-pip-version-check './python[openai,test,view]'; then \
 		if echo ",$$SANDTOP_REQUIRE," | grep -Eq ',(python|docker|all),'; then \
 			echo "sdk-test: installing openai==3.57.0 and pytest from PyPI failed (pip's error above), and SANDTOP_REQUIRE asks for this tier"; exit 1; \
 		fi; \

@@ -17,6 +17,10 @@ declare -A need=(
   [mmdebstrap]=mmdebstrap
   # The browser tier (daemon/tests/browser.rs): the guest's Firefox ESR.
   [firefox-esr]=firefox-esr
+  # The live view's browser tests (python/tests/test_view.py): headless
+  # Chromium driven over WebDriver.
+  [chromium]=chromium
+  [chromedriver]=chromium-driver
   # The VM guest (issue 16): QEMU, and what guest-vm/build.sh uses to turn
   # the guest's root filesystem into a disk and an initramfs without root.
   [qemu-system-x86_64]=qemu-system-x86

@@ -1,4 +1,5 @@
-//! Frame -> (cursor) -> scale -> RGB -> PNG/WebP -> base64.
+//! Frame -> (cursor) -> scale -> RGB -> PNG/WebP (screenshots) or
+//! JPEG/PNG (the live view's frames) -> base64.
 //!
 //! Pixels arrive as B, G, R, X with an X byte that is not reliably 0xff, so
 //! nothing downstream treats it as alpha: scaling runs with alpha handling
@@ -9,6 +10,7 @@ use std::time::Instant;
 
 use base64::Engine as _;
 use fast_image_resize as fr;
+use sandtop_protocol::frame::FrameFormat;
 use sandtop_protocol::{ImageFormat, ScaleMap, Screenshot};
 
 use crate::driver::{CursorImage, FrameView};
@@ -55,15 +57,14 @@ impl Renderer {
         Renderer::default()
     }
 
-    /// Renders a captured region into the screenshot `map` describes.
-    /// `frame` must be the capture of `map.region`.
-    pub fn render(
+    /// Steps 1-3: the captured region, with the cursor, scaled to the
+    /// map's image and packed as RGB into `self.rgb`; returns the time.
+    fn to_rgb(
         &mut self,
         frame: FrameView<'_>,
         cursor: Option<&CursorImage>,
         map: &ScaleMap,
-        format: ImageFormat,
-    ) -> Result<(Screenshot, RenderTimings), RenderError> {
+    ) -> Result<f64, RenderError> {
         let t = Instant::now();
         let (w, h) = (frame.width, frame.height);
         let row = w as usize * 4;
@@ -123,7 +124,20 @@ impl Renderer {
             out[1] = px[1];
             out[2] = px[0];
         }
-        let scale_ms = ms(t);
+        Ok(ms(t))
+    }
+
+    /// Renders a captured region into the screenshot `map` describes.
+    /// `frame` must be the capture of `map.region`.
+    pub fn render(
+        &mut self,
+        frame: FrameView<'_>,
+        cursor: Option<&CursorImage>,
+        map: &ScaleMap,
+        format: ImageFormat,
+    ) -> Result<(Screenshot, RenderTimings), RenderError> {
+        let scale_ms = self.to_rgb(frame, cursor, map)?;
+        let (iw, ih) = (map.image.width, map.image.height);
         // 4. Encode, 5. base64.
         let t = Instant::now();
         self.encoded.clear();
@@ -155,6 +169,42 @@ impl Renderer {
     /// The encoded bytes of the last render (before base64).
     pub fn last_encoded(&self) -> &[u8] {
         &self.encoded
+    }
+
+    /// Renders a live-view frame (`/v1/frame`): JPEG for the stream, PNG
+    /// for a snapshot. Returns base64 and the timings.
+    pub fn render_frame(
+        &mut self,
+        frame: FrameView<'_>,
+        cursor: Option<&CursorImage>,
+        map: &ScaleMap,
+        format: FrameFormat,
+        quality: u8,
+    ) -> Result<(String, RenderTimings), RenderError> {
+        let scale_ms = self.to_rgb(frame, cursor, map)?;
+        let (iw, ih) = (map.image.width, map.image.height);
+        let t = Instant::now();
+        self.encoded.clear();
+        match format {
+            FrameFormat::Png => encode_png(&mut self.encoded, &self.rgb, iw, ih)?,
+            FrameFormat::Jpeg => {
+                let (w, h) = (
+                    u16::try_from(iw).map_err(|_| RenderError::Encode("frame too wide".into()))?,
+                    u16::try_from(ih).map_err(|_| RenderError::Encode("frame too tall".into()))?,
+                );
+                jpeg_encoder::Encoder::new(&mut self.encoded, quality)
+                    .encode(&self.rgb, w, h, jpeg_encoder::ColorType::Rgb)
+                    .map_err(|e| RenderError::Encode(e.to_string()))?;
+            }
+        }
+        let data = base64::engine::general_purpose::STANDARD.encode(&self.encoded);
+        Ok((
+            data,
+            RenderTimings {
+                scale_ms,
+                encode_ms: ms(t),
+            },
+        ))
     }
 }
 

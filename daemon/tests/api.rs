@@ -297,6 +297,8 @@ const CHECKED_SCHEMAS: &[&str] = &[
     "ErrorBody",
     "BatchRequest",
     "ScreenshotOptions",
+    "FrameRequest",
+    "FrameReply",
 ];
 
 fn schema(name: &str) -> &'static jsonschema::Validator {
@@ -341,6 +343,7 @@ fn check_reply(path: &str, status: StatusCode, body: &[u8], token: &str) -> Valu
         (200, paths::INFO) => "InfoReply",
         (200, paths::ACTIONS) => "BatchResponse",
         (200, paths::SCREENSHOT) => "ScreenshotResponse",
+        (200, paths::FRAME) => "FrameReply",
         (200, _) => panic!("{path}: unexpected 200: {}", brief(&json)),
         _ => "ErrorBody",
     };
@@ -854,6 +857,14 @@ fn openapi_paths_statuses_and_limits_match_the_code() {
             "ScreenshotResponse",
             &[
                 "200", "400", "401", "403", "405", "409", "413", "415", "499", "500", "503", "504",
+            ],
+        ),
+        (
+            paths::FRAME,
+            "post",
+            "FrameReply",
+            &[
+                "200", "400", "401", "403", "405", "413", "415", "500", "503", "504",
             ],
         ),
         (
@@ -3331,3 +3342,7 @@ async fn a16_a_thousand_concurrent_clients_get_answers_and_input_is_never_queued
         .unwrap();
     ticker.abort();
 }
+
+/// The live view's frames (`/v1/frame`).
+#[path = "api/frame.rs"]
+mod frame;

@@ -1078,3 +1078,7 @@ async fn with_an_xauth_file_only_cookie_holders_reach_the_display() {
         .await;
     assert_eq!(body["executed"], 1, "{body}");
 }
+
+/// The live view's frames on a real X server.
+#[path = "x11/frame.rs"]
+mod frame;

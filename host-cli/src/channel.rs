@@ -270,6 +270,32 @@ impl Channel {
         Ok(r)
     }
 
+    /// `POST /v1/frame`: the next live-view frame after `after` (waits up
+    /// to the request's `wait_ms` for a change). The image is checked
+    /// like a screenshot's (size, ScaleMap, the format's header) and
+    /// returned decoded from base64.
+    pub async fn frame(
+        &mut self,
+        request: &sandtop_protocol::frame::FrameRequest,
+    ) -> Result<(sandtop_protocol::frame::FrameReply, Option<Vec<u8>>), ChannelError> {
+        let body = serde_json::to_vec(request).map_err(|e| ChannelError::Http(e.to_string()))?;
+        let r: sandtop_protocol::frame::FrameReply = self
+            .exchange(Method::POST, paths::FRAME, Some(body))
+            .await?;
+        let bytes = match (&r.image, r.changed) {
+            (Some(img), true) => Some(
+                crate::image_check::check_frame(img, r.screen).map_err(ChannelError::BadReply)?,
+            ),
+            (None, false) => None,
+            _ => {
+                return Err(ChannelError::BadReply(
+                    "a frame's `changed` disagrees with its image".into(),
+                ));
+            }
+        };
+        Ok((r, bytes))
+    }
+
     /// `POST /v1/browser/state`: the browser's tabs (starts the guest's
     /// browser when it is not running).
     pub async fn browser_state(&mut self) -> Result<sandtop_protocol::BrowserState, ChannelError> {

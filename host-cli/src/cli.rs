@@ -63,6 +63,10 @@ pub enum Command {
     /// with the model's actions drawn, approvals, usage, timings, network
     /// decisions, the ending); it loads nothing when opened.
     Report(crate::report::ReportArgs),
+    /// Watch a guest live in your browser (127.0.0.1 only, a one-time
+    /// link): the screen, a running `host-cli run`'s state, its questions
+    /// answered with buttons, and Take control / Give back.
+    View(crate::view::ViewArgs),
 }
 
 /// Parses the command line (exiting with clap's message and status on an
@@ -252,6 +256,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "bench")]
         Command::Bench(a) => crate::bench::run(a).await,
         Command::Report(a) => crate::report::run(a),
+        Command::View(a) => crate::view::view(a).await,
     }
 }
 

@@ -151,6 +151,89 @@ fn check_bytes(s: &Screenshot) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// Checks a live-view frame (`/v1/frame`) like a screenshot: its map
+/// consistent with its size and the reply's screen, base64 within the
+/// size's bound, and bytes whose header (JPEG SOF or PNG IHDR) states that
+/// size; returns the encoded image.
+pub fn check_frame(
+    f: &sandtop_protocol::frame::FrameImage,
+    screen: Size,
+) -> Result<Vec<u8>, String> {
+    use sandtop_protocol::frame::FrameFormat;
+    f.scale_map
+        .check()
+        .map_err(|e| format!("inconsistent scale map: {e}"))?;
+    if (f.width, f.height) != (f.scale_map.image.width, f.scale_map.image.height)
+        || f.scale_map.screen != screen
+    {
+        return Err(format!(
+            "a {}x{} frame of a {screen} screen with a map for {}",
+            f.width,
+            f.height,
+            describe(&f.scale_map)
+        ));
+    }
+    let size = Size::new(f.width, f.height);
+    let most = max_base64_len(size);
+    if f.data.len() as u64 > most {
+        return Err(format!(
+            "{} bytes of base64 for a {size} frame (at most {most})",
+            f.data.len()
+        ));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(&f.data)
+        .map_err(|e| format!("frame is not base64: {e}"))?;
+    let (w, h) = match f.format {
+        FrameFormat::Jpeg => jpeg_size(&bytes),
+        FrameFormat::Png => png_size(&bytes),
+    }
+    .ok_or_else(|| format!("frame bytes are not a {:?} image", f.format))?;
+    if (w, h) != (f.width, f.height) {
+        return Err(format!(
+            "frame declares {}x{} but the image is {w}x{h}",
+            f.width, f.height
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The size a JPEG's first frame header (SOFn) states: the markers are
+/// walked by their lengths from the start, nothing is decoded.
+pub fn jpeg_size(b: &[u8]) -> Option<(u32, u32)> {
+    if b.len() < 4 || b[0] != 0xff || b[1] != 0xd8 {
+        return None;
+    }
+    let mut i = 2usize;
+    while i + 4 <= b.len() {
+        if b[i] != 0xff {
+            return None;
+        }
+        let marker = b[i + 1];
+        if marker == 0xff {
+            // Fill byte.
+            i += 1;
+            continue;
+        }
+        let len = usize::from(u16::from_be_bytes([b[i + 2], b[i + 3]]));
+        if len < 2 {
+            return None;
+        }
+        let sof = matches!(marker, 0xc0..=0xcf) && !matches!(marker, 0xc4 | 0xc8 | 0xcc);
+        if sof {
+            let h = u32::from(u16::from_be_bytes([*b.get(i + 5)?, *b.get(i + 6)?]));
+            let w = u32::from(u16::from_be_bytes([*b.get(i + 7)?, *b.get(i + 8)?]));
+            return Some((w, h));
+        }
+        if marker == 0xda || marker == 0xd9 {
+            // Scan data or the end before any frame header.
+            return None;
+        }
+        i += 2 + len;
+    }
+    None
+}
+
 /// The size an image's PNG IHDR states, read from its fixed place.
 pub fn png_size(b: &[u8]) -> Option<(u32, u32)> {
     const SIG: &[u8] = b"\x89PNG\r\n\x1a\n";

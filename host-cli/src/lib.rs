@@ -42,6 +42,7 @@ pub mod session;
 pub mod signals;
 pub mod term;
 pub mod units;
+pub mod view;
 
 /// Environment variables never handed to a guest or a child process.
 pub const SECRET_ENV: &[&str] = &["OPENAI_API_KEY", sandtop_protocol::session::TOKEN_ENV];

@@ -19,6 +19,7 @@ pub mod paths {
     pub const SCREENSHOT: &str = "/v1/screenshot";
     pub const BROWSER_STATE: &str = "/v1/browser/state";
     pub const BROWSER_CALL: &str = "/v1/browser/call";
+    pub const FRAME: &str = "/v1/frame";
 }
 
 /// Checks that a peer's protocol version has our major number.

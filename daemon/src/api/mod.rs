@@ -109,6 +109,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
     let work = Router::new()
         .route(paths::ACTIONS, post(actions))
         .route(paths::SCREENSHOT, post(screenshot))
+        .route(paths::FRAME, post(frame))
         .route(paths::BROWSER_STATE, post(browser_state))
         .route(paths::BROWSER_CALL, post(browser_call))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -321,6 +322,62 @@ async fn screenshot(
     })
     .await?;
     json_bytes(reply::screenshot(&reply))
+}
+
+/// `POST /v1/frame`: waits for a change past `after` (at most `wait_ms`),
+/// then captures a frame on the desktop task without the input gate
+/// (protocol `frame`). Nothing changed: `changed: false`, no image.
+async fn frame(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    use sandtop_protocol::frame::{FrameReply, FrameRequest};
+    let request: FrameRequest = parse_json(&headers, &body, None)?;
+    request
+        .check()
+        .map_err(|m| ApiError(ErrorBody::new(ErrorCode::BadRequest, m)))?;
+    let frames = &state.desktop.status.frames;
+    let seq = frames
+        .wait_past(
+            request.after,
+            Duration::from_millis(u64::from(request.wait_ms)),
+        )
+        .await;
+    // Unchanged: no capture (when the screen's size is unknown, the job
+    // below finds out, or says why it cannot).
+    let known = *lock(&state.desktop.status.display);
+    if seq <= request.after
+        && let Some(screen) = known
+    {
+        return json_bytes(serde_json::to_vec(&FrameReply {
+            seq,
+            changed: false,
+            screen,
+            image: None,
+        }));
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    state
+        .desktop
+        .send(Job::Frame {
+            request,
+            seq,
+            reply: tx,
+        })
+        .map_err(ApiError)?;
+    match tokio::time::timeout(state.deadline + REPLY_GRACE, rx).await {
+        Ok(Ok(Ok(reply))) => json_bytes(serde_json::to_vec(&reply)),
+        Ok(Ok(Err(e))) => Err(ApiError(e)),
+        Ok(Err(_)) => Err(ApiError(ErrorBody::new(
+            ErrorCode::Internal,
+            "the desktop task dropped the request",
+        ))),
+        Err(_) => Err(ApiError(ErrorBody::new(
+            ErrorCode::Timeout,
+            "the display did not answer in time",
+        ))),
+    }
 }
 
 /// Runs a browser job under the input gate (a browser call and a computer

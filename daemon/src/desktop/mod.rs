@@ -11,6 +11,7 @@
 //!    next request never sees a stale `busy`.
 
 pub mod exec;
+pub mod frames;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +36,8 @@ pub struct DesktopStatus {
     pub connected: AtomicBool,
     pub display: Mutex<Option<Size>>,
     pub capabilities: Mutex<Option<Capabilities>>,
+    /// The live view's change counter ([`frames`]).
+    pub frames: frames::FrameSignal,
 }
 
 /// Opens a driver (a new X connection, or a fake).
@@ -56,6 +59,13 @@ pub enum Job {
         cancel: Cancel,
         permit: OwnedSemaphorePermit,
         reply: Reply<ScreenshotResponse>,
+    },
+    /// A live-view frame showing change `seq`: no input gate (it reads
+    /// the screen between input jobs).
+    Frame {
+        request: sandtop_protocol::frame::FrameRequest,
+        seq: u64,
+        reply: Reply<sandtop_protocol::frame::FrameReply>,
     },
     /// The display was restarted: drop the old connection, open a new one.
     Reconnect,
@@ -113,6 +123,8 @@ struct Desktop {
     status: Arc<DesktopStatus>,
     input: Input,
     renderer: Renderer,
+    /// What the live view's watcher last saw.
+    seen: frames::Seen,
 }
 
 /// How long the task waits for work before housekeeping.
@@ -130,16 +142,31 @@ impl Desktop {
             status,
             input: Input::default(),
             renderer: Renderer::new(),
+            seen: frames::Seen::default(),
         }
     }
 
     fn run(mut self, rx: mpsc::Receiver<Job>) {
         let _ = self.ensure_driver();
+        let mut last_housekeeping = Instant::now();
         loop {
-            let job = match rx.recv_timeout(IDLE_TICK) {
+            // A viewer waiting for a frame: look for changes often.
+            let viewing = self.status.frames.waiting();
+            let tick = if viewing {
+                frames::FRAME_TICK
+            } else {
+                IDLE_TICK
+            };
+            let job = match rx.recv_timeout(tick) {
                 Ok(job) => job,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    self.housekeeping();
+                    if viewing {
+                        self.watch_changes();
+                    }
+                    if last_housekeeping.elapsed() >= IDLE_TICK {
+                        self.housekeeping();
+                        last_housekeeping = Instant::now();
+                    }
                     continue;
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -153,6 +180,9 @@ impl Desktop {
                 } => {
                     let result = self.guarded(|d| d.batch(&request, &cancel));
                     drop(permit);
+                    // Input changes what a viewer should see, whether or
+                    // not the display reported damage yet.
+                    self.status.frames.bump();
                     let _ = reply.send(result);
                 }
                 Job::Screenshot {
@@ -163,6 +193,14 @@ impl Desktop {
                 } => {
                     let result = self.guarded(|d| d.screenshot_only(&options, &cancel));
                     drop(permit);
+                    let _ = reply.send(result);
+                }
+                Job::Frame {
+                    request,
+                    seq,
+                    reply,
+                } => {
+                    let result = self.guarded(|d| d.frame(&request, seq));
                     let _ = reply.send(result);
                 }
                 Job::Reconnect => {

@@ -116,6 +116,17 @@ pub trait Driver: Send {
     fn cursor(&mut self) -> Result<Option<CursorImage>, DriverError>;
     /// What the display offers.
     fn capabilities(&self) -> Capabilities;
+    /// Handles the display's queued events without waiting and returns
+    /// how many damage reports were seen so far (monotonic; 0 without
+    /// DAMAGE). The live view's change counter follows it.
+    fn changes(&mut self) -> Result<u64, DriverError> {
+        Ok(0)
+    }
+    /// The pointer's position on the screen, when the server can tell
+    /// (moving the pointer damages nothing, yet a viewer draws it).
+    fn pointer(&mut self) -> Result<Option<(i32, i32)>, DriverError> {
+        Ok(None)
+    }
     /// Housekeeping while idle (e.g. reverting remapped keycodes).
     fn idle(&mut self) -> Result<(), DriverError> {
         Ok(())

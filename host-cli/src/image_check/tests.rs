@@ -243,3 +243,58 @@ fn decoding_allocates_only_rows_that_arrive() {
     let img = decode_png(&png(300, 200), Size::new(300, 200)).unwrap();
     assert_eq!(img.rgb.capacity(), 300 * 200 * 3);
 }
+
+fn jpeg(w: u16, h: u16) -> Vec<u8> {
+    let mut out = Vec::new();
+    let rgb = vec![90u8; usize::from(w) * usize::from(h) * 3];
+    jpeg_encoder::Encoder::new(&mut out, 70)
+        .encode(&rgb, w, h, jpeg_encoder::ColorType::Rgb)
+        .unwrap();
+    out
+}
+
+#[test]
+fn jpeg_size_reads_the_frame_header_and_refuses_what_is_not_jpeg() {
+    assert_eq!(jpeg_size(&jpeg(321, 123)), Some((321, 123)));
+    assert_eq!(jpeg_size(&png(10, 10)), None);
+    assert_eq!(jpeg_size(b"\xff\xd8"), None);
+    // A marker length pointing past the end.
+    assert_eq!(jpeg_size(b"\xff\xd8\xff\xe0\xff\xff\x00"), None);
+    // Truncated before the SOF's size fields.
+    let j = jpeg(40, 30);
+    let sof = j.windows(2).position(|w| w == [0xff, 0xc0]).unwrap();
+    assert_eq!(jpeg_size(&j[..sof + 6]), None);
+}
+
+#[test]
+fn a_frame_must_be_the_size_its_map_and_header_say() {
+    use base64::Engine as _;
+    use sandtop_protocol::frame::{FrameFormat, FrameImage};
+    let screen = Size::new(640, 400);
+    let map = ScaleMap::fit(
+        screen,
+        None,
+        Some(Size::new(320, 200)),
+        sandtop_protocol::Fit::Stretch,
+    )
+    .unwrap();
+    let frame = |bytes: &[u8], w, h| FrameImage {
+        format: FrameFormat::Jpeg,
+        width: w,
+        height: h,
+        data: base64::engine::general_purpose::STANDARD.encode(bytes),
+        scale_map: map,
+        capture_ms: 0.0,
+        encode_ms: 0.0,
+    };
+    assert!(check_frame(&frame(&jpeg(320, 200), 320, 200), screen).is_ok());
+    // The header states another size.
+    let e = check_frame(&frame(&jpeg(300, 200), 320, 200), screen).unwrap_err();
+    assert!(e.contains("300x200"), "{e}");
+    // The declared size disagrees with the map.
+    assert!(check_frame(&frame(&jpeg(100, 100), 100, 100), screen).is_err());
+    // Another screen than the reply's.
+    assert!(check_frame(&frame(&jpeg(320, 200), 320, 200), Size::new(1280, 800)).is_err());
+    // PNG bytes declared as JPEG.
+    assert!(check_frame(&frame(&png(320, 200), 320, 200), screen).is_err());
+}

@@ -60,6 +60,9 @@ pub struct X11Driver {
     /// GetImage fallback buffer.
     fallback: Vec<u8>,
     damage: Option<damage::Damage>,
+    /// DamageNotify events seen so far, whoever drained them (the live
+    /// view's change counter reads it: [`Driver::changes`]).
+    damage_seen: u64,
     caps: Capabilities,
     last_remap: Option<Instant>,
     /// What the server's input state must be once our events are processed.
@@ -198,6 +201,7 @@ impl X11Driver {
             segment: None,
             fallback: Vec::new(),
             damage: None,
+            damage_seen: 0,
             caps: Capabilities {
                 xtest: true,
                 shm: shm_ok,
@@ -352,6 +356,7 @@ impl X11Driver {
     fn handle_event(&mut self, event: Event) -> Result<bool, DriverError> {
         match event {
             Event::DamageNotify(_) => {
+                self.damage_seen += 1;
                 if let Some(d) = self.damage {
                     self.conn
                         .damage_subtract(d, x11rb::NONE, x11rb::NONE)
@@ -645,6 +650,24 @@ impl Driver for X11Driver {
 
     fn capabilities(&self) -> Capabilities {
         self.caps.clone()
+    }
+
+    fn changes(&mut self) -> Result<u64, DriverError> {
+        if self.damage.is_some() {
+            self.drain_events()?;
+            self.conn.flush().map_err(conn_err)?;
+        }
+        Ok(self.damage_seen)
+    }
+
+    fn pointer(&mut self) -> Result<Option<(i32, i32)>, DriverError> {
+        let p = self
+            .conn
+            .query_pointer(self.root)
+            .map_err(conn_err)?
+            .reply()
+            .map_err(reply_err)?;
+        Ok(Some((i32::from(p.root_x), i32::from(p.root_y))))
     }
 
     /// Reverts spare keycodes once typing has been quiet for a while.

@@ -1,0 +1,266 @@
+//! Who may use a view: one-time login token -> a session cookie, the
+//! `Host` header pinned to the loopback address served (DNS rebinding), a
+//! WebSocket's `Origin` pinned to the view's own origin.
+//!
+//! - The printed link carries a one-time token (256 bits). Its first use
+//!   sets a cookie `sandtop_view` (another 256-bit value; HttpOnly,
+//!   SameSite=Strict, Path=/) and the token is spent: a copied link that
+//!   arrives later is refused.
+//! - Every request must name `127.0.0.1:PORT` exactly in `Host`: a page
+//!   on `evil.test` that rebinds its name to 127.0.0.1 sends its own name
+//!   and is refused before anything else is read.
+//! - A WebSocket upgrade must carry `Origin: http://127.0.0.1:PORT`; the
+//!   cookie alone is not enough (a cross-site page cannot send it under
+//!   SameSite=Strict, and the Origin check holds even where it could).
+//! - A view-only link's cookie gets the screen and the state, never the
+//!   controls: the server drops its commands.
+
+use std::net::SocketAddr;
+use std::sync::Mutex;
+
+use http::HeaderMap;
+use http::header;
+use zeroize::Zeroizing;
+
+/// The cookie's name.
+pub const COOKIE: &str = "sandtop_view";
+
+/// What a cookie grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// The screen, the state, and the controls.
+    Control,
+    /// The screen and the state only.
+    ViewOnly,
+}
+
+/// Why a request was refused (the words the browser gets).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("this view answers only to Host {0}")]
+    Host(String),
+    #[error("this view accepts WebSocket connections only from its own page ({0})")]
+    Origin(String),
+    #[error("not signed in to this view: open the link host-cli printed")]
+    NoSession,
+    #[error("that link was already used or is not this view's")]
+    BadToken,
+}
+
+/// A random value as 64 hex digits (256 bits from the OS).
+pub fn random_hex() -> anyhow::Result<String> {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).map_err(|e| anyhow::anyhow!("no randomness from the OS: {e}"))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// Compares two secrets in time that depends only on their lengths.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+/// The view's secrets and its address.
+#[derive(Debug)]
+pub struct Auth {
+    addr: SocketAddr,
+    grant: Grant,
+    /// The login token, until it is spent.
+    login: Mutex<Option<Zeroizing<String>>>,
+    /// Cookies handed out (one per login; a login token works once).
+    cookies: Mutex<Vec<(Zeroizing<String>, Grant)>>,
+}
+
+impl Auth {
+    /// Secrets for a view served on `addr` (a loopback address); `grant`
+    /// is what its link gives.
+    pub fn new(addr: SocketAddr, grant: Grant) -> anyhow::Result<Auth> {
+        anyhow::ensure!(
+            addr.ip().is_loopback(),
+            "a view serves on loopback only, not {addr}"
+        );
+        Ok(Auth {
+            addr,
+            grant,
+            login: Mutex::new(Some(Zeroizing::new(random_hex()?))),
+            cookies: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The link to print (holds the one-time token).
+    pub fn link(&self) -> String {
+        let login = lock(&self.login);
+        format!(
+            "http://{}/login?t={}",
+            self.addr,
+            login.as_deref().map_or("", |s| s.as_str())
+        )
+    }
+
+    /// The `Host` every request must carry.
+    pub fn host(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// The view's own origin.
+    pub fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Refuses a request whose `Host` is not exactly ours (one header).
+    pub fn check_host(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        let mut hosts = headers.get_all(header::HOST).iter();
+        match (hosts.next(), hosts.next()) {
+            (Some(h), None) if h.as_bytes() == self.host().as_bytes() => Ok(()),
+            _ => Err(Refusal::Host(self.host())),
+        }
+    }
+
+    /// Refuses a WebSocket upgrade whose `Origin` is not exactly ours.
+    pub fn check_origin(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        let mut origins = headers.get_all(header::ORIGIN).iter();
+        match (origins.next(), origins.next()) {
+            (Some(o), None) if o.as_bytes() == self.origin().as_bytes() => Ok(()),
+            _ => Err(Refusal::Origin(self.origin())),
+        }
+    }
+
+    /// Spends the login token: the cookie value to set, or a refusal.
+    pub fn login(&self, token: &str) -> Result<String, Refusal> {
+        let mut login = lock(&self.login);
+        match login.as_deref() {
+            Some(t) if same(t, token) => {
+                *login = None;
+                let cookie = random_hex().map_err(|_| Refusal::BadToken)?;
+                lock(&self.cookies).push((Zeroizing::new(cookie.clone()), self.grant));
+                Ok(cookie)
+            }
+            _ => Err(Refusal::BadToken),
+        }
+    }
+
+    /// What the request's cookie grants.
+    pub fn session(&self, headers: &HeaderMap) -> Result<Grant, Refusal> {
+        let cookies = lock(&self.cookies);
+        for v in headers.get_all(header::COOKIE) {
+            let Ok(v) = v.to_str() else { continue };
+            for pair in v.split(';') {
+                let Some((name, value)) = pair.trim().split_once('=') else {
+                    continue;
+                };
+                if name != COOKIE {
+                    continue;
+                }
+                if let Some((_, g)) = cookies.iter().find(|(c, _)| same(c, value)) {
+                    return Ok(*g);
+                }
+            }
+        }
+        Err(Refusal::NoSession)
+    }
+
+    /// The `Set-Cookie` header value for a new session.
+    pub fn set_cookie(value: &str) -> String {
+        format!("{COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/")
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth() -> Auth {
+        Auth::new("127.0.0.1:4567".parse().unwrap(), Grant::Control).unwrap()
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn only_loopback_is_served() {
+        assert!(Auth::new("0.0.0.0:1".parse().unwrap(), Grant::Control).is_err());
+        assert!(Auth::new("192.168.1.2:1".parse().unwrap(), Grant::Control).is_err());
+    }
+
+    #[test]
+    fn the_host_must_be_the_address_served() {
+        let a = auth();
+        assert!(
+            a.check_host(&headers(&[("host", "127.0.0.1:4567")]))
+                .is_ok()
+        );
+        for bad in [
+            "localhost:4567",
+            "evil.test:4567",
+            "127.0.0.1:4568",
+            "127.0.0.1",
+        ] {
+            assert!(a.check_host(&headers(&[("host", bad)])).is_err(), "{bad}");
+        }
+        assert!(a.check_host(&headers(&[])).is_err());
+        let two = headers(&[("host", "127.0.0.1:4567"), ("host", "evil.test")]);
+        assert!(a.check_host(&two).is_err());
+    }
+
+    #[test]
+    fn a_websocket_origin_must_be_the_views_own() {
+        let a = auth();
+        assert!(
+            a.check_origin(&headers(&[("origin", "http://127.0.0.1:4567")]))
+                .is_ok()
+        );
+        for bad in [
+            "http://evil.test",
+            "null",
+            "https://127.0.0.1:4567",
+            "http://127.0.0.1:4567.evil.test",
+        ] {
+            assert!(
+                a.check_origin(&headers(&[("origin", bad)])).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(a.check_origin(&headers(&[])).is_err());
+    }
+
+    #[test]
+    fn the_login_token_works_once_and_its_cookie_opens_the_view() {
+        let a = auth();
+        let link = a.link();
+        let token = link.split("t=").nth(1).unwrap().to_string();
+        assert_eq!(token.len(), 64);
+        assert_eq!(a.login("0".repeat(64).as_str()), Err(Refusal::BadToken));
+        let cookie = a.login(&token).unwrap();
+        assert_eq!(a.login(&token), Err(Refusal::BadToken), "spent");
+        let h = headers(&[("cookie", &format!("other=1; {COOKIE}={cookie}"))]);
+        assert_eq!(a.session(&h), Ok(Grant::Control));
+        let h = headers(&[("cookie", &format!("{COOKIE}={}", "f".repeat(64)))]);
+        assert_eq!(a.session(&h), Err(Refusal::NoSession));
+        assert_eq!(a.session(&headers(&[])), Err(Refusal::NoSession));
+        assert!(Auth::set_cookie(&cookie).contains("HttpOnly; SameSite=Strict"));
+    }
+
+    #[test]
+    fn a_view_only_link_grants_view_only() {
+        let a = Auth::new("127.0.0.1:4567".parse().unwrap(), Grant::ViewOnly).unwrap();
+        let token = a.link().split("t=").nth(1).unwrap().to_string();
+        let cookie = a.login(&token).unwrap();
+        let h = headers(&[("cookie", &format!("{COOKIE}={cookie}"))]);
+        assert_eq!(a.session(&h), Ok(Grant::ViewOnly));
+    }
+}
