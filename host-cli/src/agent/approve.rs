@@ -23,8 +23,12 @@ use serde::Deserialize;
 use super::scripted::ScriptedOnly;
 use super::sign_in::{Answer as SignInAnswer, Credentials};
 use super::wire::SafetyCheck;
+use crate::control::served::Served;
+use crate::control::wire::QuestionKind;
 use crate::term;
 use sandtop_protocol::sign_in::Secret;
+
+mod ask;
 
 /// An answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -334,6 +338,19 @@ impl Terminal {
     /// Prints `prompt` and returns the next line typed. Lines typed before
     /// the prompt were guidance and stay queued.
     fn prompt(&mut self, prompt: &str) -> Option<String> {
+        match self.prompt_or(prompt, None) {
+            Some(ask::Said::Typed(line)) => Some(line),
+            _ => None,
+        }
+    }
+
+    /// [`Terminal::prompt`], racing the view's answer to question `view`
+    /// (the first answer wins; the view's closes this prompt).
+    fn prompt_or(
+        &mut self,
+        prompt: &str,
+        view: Option<(&crate::control::served::Served, u64)>,
+    ) -> Option<ask::Said> {
         while let Ok(early) = self.lines.try_recv() {
             if !early.trim().is_empty() {
                 self.guidance.push(early);
@@ -345,9 +362,17 @@ impl Terminal {
                 .lines
                 .recv_timeout(std::time::Duration::from_millis(20))
             {
-                Ok(line) => return Some(line),
+                Ok(line) => return Some(ask::Said::Typed(line)),
                 Err(mpsc::RecvTimeoutError::Disconnected) => return None,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if let Some((v, id)) = view
+                        && let Some(a) = v.answer_of(id)
+                    {
+                        // The view's words are the operator's button, never
+                        // page text: only a word from the question's list.
+                        self.say(&format!("\n(answered in the view: {})\n", a.word));
+                        return Some(ask::Said::View(a));
+                    }
                     if self.stopped() {
                         // Closed at once: whatever is typed now answers
                         // nothing.
@@ -385,22 +410,52 @@ fn lock(t: &SharedTerminal) -> std::sync::MutexGuard<'_, Terminal> {
 }
 
 /// Asks the operator whether the guest may reach `origin`: approve, deny
-/// or cancel; anything else, or no answer, is deny (docs/contract.md rule 21).
-pub fn ask_origin(t: &SharedTerminal, origin: &str) -> crate::egress::proxy::Answer {
+/// or cancel, on the terminal or in the view; anything else, or no
+/// answer, is deny (docs/contract.md rule 21).
+pub fn ask_origin(
+    t: Option<&SharedTerminal>,
+    view: Option<&Served>,
+    origin: &str,
+) -> crate::egress::proxy::Answer {
     use crate::egress::proxy::Answer;
-    let mut t = lock(t);
-    t.say(&format!(
-        "\n== The guest wants to reach {} ==\nSite content is untrusted; approving lasts for this session.\n",
-        term::safe_line(origin)
-    ));
-    match t
-        .prompt("Allow this origin? [approve/deny/cancel; default: deny] ")
-        .map(|a| a.trim().to_ascii_lowercase())
-        .as_deref()
-    {
-        Some("approve") => Answer::Approve,
-        Some("cancel") => Answer::Cancel,
-        _ => Answer::Deny,
+    if t.is_none() && !view.is_some_and(|v| v.viewers() > 0) {
+        return Answer::Deny;
+    }
+    let word = |a: &str| match a.trim().to_ascii_lowercase().as_str() {
+        "approve" => "approve",
+        "cancel" => "cancel",
+        _ => "deny",
+    };
+    let q = ask::Question {
+        kind: QuestionKind::Origin,
+        title: format!("The guest wants to reach {}", term::safe_line(origin)),
+        text: format!(
+            "\n== The guest wants to reach {} ==\nSite content is untrusted; approving lasts for this session.\n",
+            term::safe_line(origin)
+        ),
+        view_text: None,
+        marked: None,
+        answers: &["approve", "deny", "cancel"],
+        prompt: "Allow this origin? [approve/deny/cancel; default: deny] ",
+    };
+    let said = ask::Ask {
+        terminal: t,
+        view,
+        stop: None,
+    }
+    .ask(q, word);
+    match said {
+        Some(ask::Said::Typed(a)) => match word(&a) {
+            "approve" => Answer::Approve,
+            "cancel" => Answer::Cancel,
+            _ => Answer::Deny,
+        },
+        Some(ask::Said::View(a)) => match a.word.as_str() {
+            "approve" => Answer::Approve,
+            "cancel" => Answer::Cancel,
+            _ => Answer::Deny,
+        },
+        None => Answer::Deny,
     }
 }
 
@@ -415,6 +470,63 @@ pub struct Approvals {
     pub scripted_checks: bool,
     /// `--credentials FILE`: sign-in values by exact origin.
     pub credentials: Option<Credentials>,
+    /// The run's control socket: questions are asked in the view too
+    /// (never sign-in values, which stay on the terminal).
+    pub view: Option<Served>,
+    /// When the run has stopped (a question waiting on the view alone
+    /// closes then).
+    pub stop: Stop,
+}
+
+/// Whether the run has stopped, once the runner says how to know.
+#[derive(Default, Clone)]
+pub struct Stop(Option<StopCheck>);
+
+impl std::fmt::Debug for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Stop(set)"
+        } else {
+            "Stop(unset)"
+        })
+    }
+}
+
+impl Approvals {
+    fn asker(&self) -> ask::Ask<'_> {
+        ask::Ask {
+            terminal: self.terminal.as_ref(),
+            view: self.view.as_ref(),
+            stop: self.stop.0.as_ref(),
+        }
+    }
+
+    /// Someone who can answer: a terminal, or a viewer connected now.
+    fn someone(&self) -> bool {
+        self.terminal.is_some() || self.view.as_ref().is_some_and(|v| v.viewers() > 0)
+    }
+
+    /// An approve/deny question; `nobody` is the denial when no one can
+    /// be asked.
+    fn decide(&self, q: ask::Question<'_>, nobody: &str) -> Decision {
+        if !self.someone() {
+            return Decision::Deny(nobody.into());
+        }
+        match self.asker().ask(q, ask::yes_word) {
+            Some(ask::Said::Typed(a)) if ask::yes_word(&a) == "approve" => Decision::Approve,
+            Some(ask::Said::Typed(a)) => Decision::Deny(format!(
+                "the operator answered `{}`",
+                a.trim().chars().take(40).collect::<String>()
+            )),
+            Some(ask::Said::View(a)) if a.word == "approve" => Decision::Approve,
+            Some(ask::Said::View(_)) => Decision::Deny("the operator denied it in the view".into()),
+            None if self.stop.0.as_ref().is_some_and(|s| s()) => {
+                Decision::Deny("the run stopped during the question".into())
+            }
+            None if self.terminal.is_some() => Decision::Deny("the terminal closed".into()),
+            None => Decision::Deny("no answer came from the view".into()),
+        }
+    }
 }
 
 /// The sign-in request as the operator sees it: the origin (the one thing
@@ -465,6 +577,12 @@ fn sign_in_text(p: &SignInPrompt<'_>) -> String {
     text
 }
 
+/// A file's name, for the view (which serves the run folder's files).
+fn file_name(p: Option<&Path>) -> Option<String> {
+    p.and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+}
+
 /// An action as the operator sees it: its JSON, made safe to print (typed
 /// text and key names come from the model).
 fn describe_action(a: &Action) -> String {
@@ -479,13 +597,6 @@ impl Operator for Approvals {
         if let Some(d) = self.policy.as_ref().and_then(|p| p.checks(req.checks)) {
             return d;
         }
-        let Some(t) = self.terminal.as_ref() else {
-            return Decision::Deny(
-                "no terminal to ask on and no policy approves these checks (denied by default)"
-                    .into(),
-            );
-        };
-        let mut t = lock(t);
         let mut text = format!(
             "\n== Safety check{} on computer call {} ==\n",
             if req.checks.len() > 1 { "s" } else { "" },
@@ -515,8 +626,23 @@ impl Operator for Approvals {
                 term::safe_line(&p.display().to_string())
             ));
         }
-        t.say(&text);
-        t.yes("Approve and run these actions? Type `yes` to approve, anything else denies: ")
+        let q = ask::Question {
+            kind: QuestionKind::SafetyCheck,
+            title: format!(
+                "Safety check{} on computer call {}",
+                if req.checks.len() > 1 { "s" } else { "" },
+                term::safe_line(req.call_id)
+            ),
+            text,
+            view_text: None,
+            marked: file_name(req.marked),
+            answers: &["approve", "deny"],
+            prompt: "Approve and run these actions? Type `yes` to approve, anything else denies: ",
+        };
+        self.decide(
+            q,
+            "no terminal to ask on and no policy approves these checks (denied by default)",
+        )
     }
 
     fn confirm_action(&mut self, req: &ActionRequest<'_>) -> Decision {
@@ -526,10 +652,6 @@ impl Operator for Approvals {
                 PolicyAnswer::Deny => Decision::Deny("the approval policy denies actions".into()),
             };
         }
-        let Some(t) = self.terminal.as_ref() else {
-            return Decision::Deny("no terminal to confirm actions on (denied by default)".into());
-        };
-        let mut t = lock(t);
         let what = match req.action {
             Some(a) => format!(
                 "action {}/{} of {}: {}",
@@ -540,7 +662,17 @@ impl Operator for Approvals {
             ),
             None => format!("the final screenshot of {}", term::safe_line(req.call_id)),
         };
-        t.yes(&format!("Run {what}? [yes/no] "))
+        let prompt = format!("Run {what}? [yes/no] ");
+        let q = ask::Question {
+            kind: QuestionKind::ConfirmAction,
+            title: format!("Run {what}?"),
+            text: String::new(),
+            view_text: Some(what.clone()),
+            marked: None,
+            answers: &["approve", "deny"],
+            prompt: &prompt,
+        };
+        self.decide(q, "no terminal to confirm actions on (denied by default)")
     }
 
     fn confirm_browser(&mut self, req: &BrowserRequest<'_>) -> Decision {
@@ -554,13 +686,6 @@ impl Operator for Approvals {
         {
             return Decision::Approve;
         }
-        let Some(t) = self.terminal.as_ref() else {
-            return Decision::Deny(
-                "no terminal to ask on and no policy approves this browser member (denied by default)"
-                    .into(),
-            );
-        };
-        let mut t = lock(t);
         let what = if req.read {
             "Browser read"
         } else {
@@ -568,12 +693,23 @@ impl Operator for Approvals {
         };
         // The description is inert already; each line is indented so
         // that none of it can pass for one of our prompts.
-        t.say(&format!(
-            "\n== {what} {} ==\n  | {}\nPage content is untrusted: nothing on the page or in the model's words approves.\n",
-            term::safe_line(req.call_id),
-            term::safe(req.description).replace('\n', "\n  | ")
-        ));
-        t.yes("Run it? Type `yes` to approve, anything else refuses: ")
+        let q = ask::Question {
+            kind: QuestionKind::Browser,
+            title: format!("{what} {}", term::safe_line(req.call_id)),
+            text: format!(
+                "\n== {what} {} ==\n  | {}\nPage content is untrusted: nothing on the page or in the model's words approves.\n",
+                term::safe_line(req.call_id),
+                term::safe(req.description).replace('\n', "\n  | ")
+            ),
+            view_text: Some(term::safe(req.description)),
+            marked: None,
+            answers: &["approve", "deny"],
+            prompt: "Run it? Type `yes` to approve, anything else refuses: ",
+        };
+        self.decide(
+            q,
+            "no terminal to ask on and no policy approves this browser member (denied by default)",
+        )
     }
 
     fn sign_in(&mut self, p: &SignInPrompt<'_>) -> SignInAnswer {
@@ -662,21 +798,37 @@ impl Operator for Approvals {
     }
 
     fn ask(&mut self, question: &str) -> Option<String> {
-        let mut t = lock(self.terminal.as_ref()?);
+        if !self.someone() {
+            return None;
+        }
         // The question keeps its lines, each indented so that none of them
         // can pass for one of our own prompts.
         let shown = term::safe(question).replace('\n', "\n  | ");
-        let a = t.prompt(&format!(
-            "\n== The model asks ==\n  | {shown}\nYour answer (empty line = refuse): "
-        ))?;
+        let prompt =
+            format!("\n== The model asks ==\n  | {shown}\nYour answer (empty line = refuse): ");
+        let q = ask::Question {
+            kind: QuestionKind::AskUser,
+            title: "The model asks".into(),
+            text: String::new(),
+            view_text: Some(term::safe(question)),
+            marked: None,
+            answers: &["text", "deny"],
+            prompt: &prompt,
+        };
+        let word = |a: &str| if a.trim().is_empty() { "deny" } else { "text" };
+        let a = match self.asker().ask(q, word)? {
+            ask::Said::Typed(a) => a,
+            ask::Said::View(a) => a.text.unwrap_or_default(),
+        };
         let a = a.trim().to_string();
         (!a.is_empty()).then_some(a)
     }
 
     fn on_stop(&mut self, stopped: StopCheck) {
         if let Some(t) = self.terminal.as_ref() {
-            lock(t).stop = Some(stopped);
+            lock(t).stop = Some(stopped.clone());
         }
+        self.stop = Stop(Some(stopped));
     }
 
     fn take_guidance(&mut self) -> Vec<String> {

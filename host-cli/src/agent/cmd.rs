@@ -269,7 +269,46 @@ fn operator(
         terminal: Terminal::open().map(|t| std::sync::Arc::new(std::sync::Mutex::new(t))),
         scripted_checks,
         credentials: credentials.map(|p| Credentials::open(p)).transpose()?,
+        ..Approvals::default()
     })
+}
+
+/// Serves the run's control socket for `host-cli view` (its questions go
+/// there too) and, when a view of the session is running, gives it a
+/// moment to connect before the first step. A socket that cannot be
+/// served costs the view, not the run: a warning, and the run goes on.
+async fn serve_control(
+    dir: &SessionDir,
+    session: &str,
+    run_folder: &std::path::Path,
+    task: &str,
+    max_steps: u32,
+) -> Option<crate::control::served::FinishOnDrop> {
+    use crate::control::served::{FinishOnDrop, Hello, Served, wait_for_viewer};
+    let hello = Hello {
+        session: session.to_string(),
+        run_folder: run_folder.display().to_string(),
+        task: task.to_string(),
+        max_steps,
+    };
+    match Served::bind(&dir.path, hello) {
+        Ok(s) => {
+            wait_for_viewer(&s, &dir.path, Duration::from_secs(3)).await;
+            Some(FinishOnDrop(s))
+        }
+        Err(e) => {
+            eprintln!("host-cli: no live view for this run: {e:#}");
+            None
+        }
+    }
+}
+
+/// The ending's word, for the viewers' last state.
+fn ending_word(e: super::runner::Ending) -> String {
+    serde_json::to_value(e)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// What the instructions add when the request_sign_in tool is offered.
@@ -565,13 +604,20 @@ async fn run_on(
         }
     };
     let mut op = operator(a.approve_policy.as_ref(), false, a.credentials.as_ref())?;
-    if op.terminal.is_none() && op.policy.is_none() {
-        eprintln!("host-cli: no terminal and no --approve-policy: any safety check will be denied");
-    }
     let interrupt = Interrupt::default();
     watch_ctrl_c(&interrupt);
     let dir_path = recorder.dir().to_path_buf();
     *run_folder = Some(dir_path.clone());
+    let control = serve_control(dir, &rec.name, &dir_path, &opts.task, opts.max_steps).await;
+    op.view = control.as_ref().map(|c| c.0.clone());
+    if op.terminal.is_none()
+        && op.policy.is_none()
+        && op.view.as_ref().is_none_or(|v| v.viewers() == 0)
+    {
+        eprintln!(
+            "host-cli: no terminal, no --approve-policy and no view: any safety check will be denied"
+        );
+    }
     // The session's egress proxy asks about new origins through this run,
     // and its decisions go into this run's trajectory.
     let egress = match rec.egress_pid {
@@ -581,6 +627,7 @@ async fn run_on(
                 &paths.control,
                 Box::new(OriginOperator {
                     terminal: op.terminal.clone(),
+                    view: op.view.clone(),
                     journal: Recorder::open(&dir_path)?,
                 }),
                 // A cancelled origin question refuses that request only (issue
@@ -600,10 +647,16 @@ async fn run_on(
         interrupt,
     )
     .with_progress(Progress::for_cli(a.quiet, a.events));
+    if let Some(c) = &control {
+        runner = runner.with_control(c.0.clone());
+    }
     let outcome = runner.run(resume).await?;
     let mut progress = runner.into_progress();
     if let Some(task) = egress {
         task.abort();
+    }
+    if let Some(c) = &control {
+        c.0.finish(&ending_word(outcome.ending));
     }
     print_outcome(&outcome, &dir_path, &mut progress);
     Ok(exit_for(outcome.ending))
@@ -613,15 +666,13 @@ async fn run_on(
 /// records its decisions in the run's trajectory.
 struct OriginOperator {
     terminal: Option<super::approve::SharedTerminal>,
+    view: Option<crate::control::served::Served>,
     journal: Recorder,
 }
 
 impl crate::egress::service::Attached for OriginOperator {
     fn answer(&mut self, origin: &str) -> crate::egress::proxy::Answer {
-        let answer = match &self.terminal {
-            Some(t) => super::approve::ask_origin(t, origin),
-            None => crate::egress::proxy::Answer::Deny,
-        };
+        let answer = super::approve::ask_origin(self.terminal.as_ref(), self.view.as_ref(), origin);
         let _ = self.journal.write(&Entry::OriginQuestion {
             origin: origin.to_string(),
             answer: serde_json::to_value(answer)
@@ -633,6 +684,9 @@ impl crate::egress::service::Attached for OriginOperator {
     }
 
     fn journal(&mut self, entry: &serde_json::Value) {
+        if let Some(v) = &self.view {
+            v.network(entry.clone());
+        }
         let _ = self.journal.write(&Entry::Egress {
             entry: entry.clone(),
         });

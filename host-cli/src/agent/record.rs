@@ -228,6 +228,37 @@ pub enum Entry {
         why: Option<String>,
     },
     RunFinished(Box<Finished>),
+    /// A question to the operator closed (issue 15): its kind and title,
+    /// who answered (`terminal`, `view`, `stop`, `timeout`) and the
+    /// answer's word. What was decided is in the entry of its kind too.
+    Answered {
+        step: u32,
+        question: crate::control::wire::QuestionKind,
+        title: String,
+        by: String,
+        answer: String,
+    },
+    /// The operator took the desktop at a step boundary (`host-cli view`).
+    OperatorTook {
+        step: u32,
+    },
+    /// The operator's actions while in control, in screen pixels, checked
+    /// as the model's, and what the daemon said.
+    OperatorActed {
+        step: u32,
+        actions: Vec<Value>,
+        ok: bool,
+        executed: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// The operator gave the desktop back; the model was told, and shown
+    /// `file` (the screen then) when it has the computer tool.
+    OperatorGave {
+        step: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file: Option<String>,
+    },
     /// The egress proxy asked about an origin on this run's terminal.
     OriginQuestion {
         origin: String,

@@ -68,6 +68,7 @@ macro_rules! next_or_end {
 mod approvals;
 mod browser_calls;
 mod computer_calls;
+mod control;
 mod file_calls;
 mod sign_in_calls;
 mod step;
@@ -211,6 +212,8 @@ pub struct Runner<'a> {
     /// The last structured read the model got (its refs' labels and roles
     /// go into approval prompts).
     last_read: Option<Value>,
+    /// The run's control socket (`host-cli view`), when served.
+    control: Option<crate::control::served::Served>,
 }
 
 /// What the progress line of the current step says.
@@ -546,8 +549,16 @@ impl<'a> Runner<'a> {
             diagnostics: Box::new(FileDiagnostics::in_run(recorder.dir())),
             last_timings: None,
             last_read: None,
+            control: None,
             recorder,
         }
+    }
+
+    /// Serves the run's state to viewers and takes their takeover
+    /// ([`control`]); the operator asks its questions there itself.
+    pub fn with_control(mut self, control: crate::control::served::Served) -> Runner<'a> {
+        self.control = Some(control);
+        self
     }
 
     /// Sends diagnostics records there (default: `diagnostics.jsonl` in
@@ -600,6 +611,7 @@ impl<'a> Runner<'a> {
                 _ => "unknown",
             };
             let daemon_timings = self.last_timings.take();
+            self.tell(|s| s.last_call_state(call_id, reason));
             self.diagnose(Diagnostic {
                 api: "computer".into(),
                 stage: "action".into(),
@@ -697,6 +709,7 @@ impl<'a> Runner<'a> {
         overhead_ms: Vec<f64>,
     ) -> anyhow::Result<Outcome> {
         self.end_step();
+        self.record_answers(steps)?;
         self.progress.emit(&Event::Finished { ending, steps });
         self.recorder.write(&Entry::RunFinished(Box::new(Finished {
             ending,

@@ -210,6 +210,47 @@ pub fn events(run: &Run, events: &[Entry]) -> String {
                         .unwrap_or_default()
                 ),
             ),
+            Entry::Answered {
+                title, by, answer, ..
+            } => (
+                "Answered".into(),
+                format!(
+                    "{}: {} by the {}",
+                    esc(title),
+                    verdict(answer == "approve" || answer == "text", answer),
+                    esc(by)
+                ),
+            ),
+            Entry::OperatorTook { .. } => (
+                "Operator".into(),
+                "took control of the desktop (the agent paused)".into(),
+            ),
+            Entry::OperatorActed {
+                actions,
+                ok,
+                executed,
+                error,
+                ..
+            } => (
+                "Operator's input".into(),
+                format!(
+                    "{} {executed} of {} action(s){} {}",
+                    verdict(*ok, if *ok { "done" } else { "failed" }),
+                    actions.len(),
+                    error
+                        .as_ref()
+                        .map(|e| format!(": {}", esc(e)))
+                        .unwrap_or_default(),
+                    pre(&short(&Value::Array(actions.clone()).to_string(), MAX_ARGS))
+                ),
+            ),
+            Entry::OperatorGave { file, .. } => (
+                "Operator".into(),
+                match file {
+                    Some(f) => format!("gave the desktop back; the model was shown {}", esc(f)),
+                    None => "gave the desktop back".into(),
+                },
+            ),
             Entry::ModelError { error, .. } => (
                 "Model error".into(),
                 format!("<span class=\"bad\">{}</span>", esc(error)),

@@ -222,7 +222,11 @@ fn step_of(e: &Entry) -> Option<u32> {
         | Entry::BrowserApproval { step, .. }
         | Entry::AskUser { step, .. }
         | Entry::Guidance { step, .. }
-        | Entry::SignIn { step, .. } => *step,
+        | Entry::SignIn { step, .. }
+        | Entry::Answered { step, .. }
+        | Entry::OperatorTook { step }
+        | Entry::OperatorActed { step, .. }
+        | Entry::OperatorGave { step, .. } => *step,
         Entry::Usage(u) => u.step,
         _ => return None,
     })

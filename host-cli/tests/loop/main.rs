@@ -69,6 +69,7 @@ use sandtopd::supervise::DisplayHealth;
 use serde_json::{Value, json};
 
 mod browser;
+mod control;
 mod screen;
 
 // ---------------------------------------------------------------------

@@ -143,7 +143,7 @@ fn a_stop_closes_an_open_origin_question_and_a_late_answer_approves_nothing() {
     // The question is open (nobody answers) when the run stops.
     let asking = {
         let t = t.clone();
-        std::thread::spawn(move || ask_origin(&t, "https://late.example"))
+        std::thread::spawn(move || ask_origin(Some(&t), None, "https://late.example"))
     };
     std::thread::sleep(std::time::Duration::from_millis(150));
     assert!(
@@ -162,7 +162,10 @@ fn a_stop_closes_an_open_origin_question_and_a_late_answer_approves_nothing() {
     // `approve` typed now answers nothing: the next question (still
     // stopped) is closed too, and the line is no answer to it.
     tx.send("approve".into()).unwrap();
-    assert_eq!(ask_origin(&t, "https://late.example"), Answer::Deny);
+    assert_eq!(
+        ask_origin(Some(&t), None, "https://late.example"),
+        Answer::Deny
+    );
 }
 
 #[test]
@@ -212,7 +215,7 @@ fn prompts_show_model_guest_and_page_text_without_escape_sequences() {
             "{name}"
         );
         assert_eq!(
-            ask_origin(&t, &format!("https://{evil}.test")),
+            ask_origin(Some(&t), None, &format!("https://{evil}.test")),
             crate::egress::proxy::Answer::Deny,
             "{name}"
         );
@@ -504,4 +507,159 @@ fn sign_in_on_the_terminal_reads_each_value_with_echo_off() {
         screenshot: None,
     });
     assert!(matches!(answer, SignInAnswer::Decline { .. }));
+}
+
+/// Issue 15: a question is asked on the terminal and in the view at once;
+/// the view's button closes the terminal prompt, a line typed first closes
+/// the view's question, and without a terminal a connected viewer answers.
+#[test]
+fn the_first_answer_wins_between_the_terminal_and_the_view() {
+    use crate::control::served::{Hello, Served};
+    use crate::control::wire::{Event, SOCKET_NAME};
+    use std::io::{BufRead as _, Write as _};
+    #[derive(Clone)]
+    struct Out(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Out {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let served = rt
+        .block_on(async {
+            Served::bind(
+                dir.path(),
+                Hello {
+                    session: "s".into(),
+                    run_folder: "r".into(),
+                    task: "t".into(),
+                    max_steps: 3,
+                },
+            )
+        })
+        .unwrap();
+    let sock = std::os::unix::net::UnixStream::connect(dir.path().join(SOCKET_NAME)).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut lines = std::io::BufReader::new(sock.try_clone().unwrap()).lines();
+    let mut viewer = sock;
+    let mut next_event = move || -> Event {
+        serde_json::from_str(&lines.next().expect("a line").expect("read")).unwrap()
+    };
+    // hello, state
+    next_event();
+    next_event();
+    fn closed(next: &mut impl FnMut() -> Event) -> Event {
+        loop {
+            let e = next();
+            if matches!(e, Event::Closed { .. }) {
+                return e;
+            }
+        }
+    }
+    fn question(next: &mut impl FnMut() -> Event) -> u64 {
+        loop {
+            if let Event::Question { id, .. } = next() {
+                return id;
+            }
+        }
+    }
+
+    let (tx, rx) = mpsc::channel::<String>();
+    let shown = Out(Default::default());
+    let t: SharedTerminal = std::sync::Arc::new(std::sync::Mutex::new(Terminal::from_parts(
+        rx,
+        Box::new(shown.clone()),
+    )));
+    let a = std::sync::Arc::new(std::sync::Mutex::new(Approvals {
+        terminal: Some(t.clone()),
+        view: Some(served.clone()),
+        ..Approvals::default()
+    }));
+    let req = |a: &std::sync::Arc<std::sync::Mutex<Approvals>>| {
+        let a = a.clone();
+        std::thread::spawn(move || {
+            a.lock().unwrap().approve_checks(&CheckRequest {
+                call_id: "call_v",
+                checks: &[check(Some("sensitive_domain"))],
+                actions: &[],
+                marked: None,
+                changed_since: None,
+                scripted: None,
+            })
+        })
+    };
+
+    // The view answers first.
+    let asking = req(&a);
+    let id = question(&mut next_event);
+    writeln!(
+        viewer,
+        r#"{{"type":"answer","id":{id},"answer":"approve"}}"#
+    )
+    .unwrap();
+    assert_eq!(asking.join().unwrap(), Decision::Approve);
+    assert_eq!(
+        closed(&mut next_event),
+        Event::Closed {
+            id,
+            by: "view".into(),
+            answer: "approve".into()
+        }
+    );
+    let text = String::from_utf8_lossy(&shown.0.lock().unwrap()).to_string();
+    assert!(text.contains("(answered in the view: approve)"), "{text}");
+
+    // The terminal answers first; the view's later button changes nothing.
+    let asking = req(&a);
+    let id = question(&mut next_event);
+    tx.send("no thanks".into()).unwrap();
+    assert!(matches!(asking.join().unwrap(), Decision::Deny(_)));
+    assert_eq!(
+        closed(&mut next_event),
+        Event::Closed {
+            id,
+            by: "terminal".into(),
+            answer: "deny".into()
+        }
+    );
+    writeln!(
+        viewer,
+        r#"{{"type":"answer","id":{id},"answer":"approve"}}"#
+    )
+    .unwrap();
+    assert!(loop {
+        if let Event::Refused { what, .. } = next_event() {
+            break what == "answer";
+        }
+    });
+
+    // No terminal: the connected viewer is asked, and denies.
+    a.lock().unwrap().terminal = None;
+    let asking = req(&a);
+    let id = question(&mut next_event);
+    writeln!(viewer, r#"{{"type":"answer","id":{id},"answer":"deny"}}"#).unwrap();
+    assert_eq!(
+        asking.join().unwrap(),
+        Decision::Deny("the operator denied it in the view".into())
+    );
+    // The model's question: the view's text is the answer.
+    let asking = {
+        let a = a.clone();
+        std::thread::spawn(move || a.lock().unwrap().ask("which colour?"))
+    };
+    let id = question(&mut next_event);
+    writeln!(
+        viewer,
+        r#"{{"type":"answer","id":{id},"answer":"text","text":" blue "}}"#
+    )
+    .unwrap();
+    assert_eq!(asking.join().unwrap(), Some("blue".into()));
+    served.finish("finished");
+    drop(rt);
 }

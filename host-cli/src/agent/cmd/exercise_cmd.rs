@@ -209,9 +209,15 @@ pub(super) async fn exercise_on(
         a.approve_scripted_checks,
         credentials_path.as_ref(),
     )?;
-    if op.terminal.is_none() && op.policy.is_none() && !a.approve_scripted_checks {
+    let control = serve_control(dir, &rec.name, &run, &opts.task, opts.max_steps).await;
+    op.view = control.as_ref().map(|c| c.0.clone());
+    if op.terminal.is_none()
+        && op.policy.is_none()
+        && !a.approve_scripted_checks
+        && op.view.as_ref().is_none_or(|v| v.viewers() == 0)
+    {
         eprintln!(
-            "host-cli: no terminal to approve the exercise's safety check on; pass --approve-scripted-checks"
+            "host-cli: no terminal or view to approve the exercise's safety check on; pass --approve-scripted-checks"
         );
     }
     let interrupt = Interrupt::default();
@@ -225,8 +231,14 @@ pub(super) async fn exercise_on(
         interrupt,
     )
     .with_progress(Progress::for_cli(a.quiet, a.events));
+    if let Some(c) = &control {
+        runner = runner.with_control(c.0.clone());
+    }
     let outcome = runner.run(None).await?;
     let mut progress = runner.into_progress();
+    if let Some(c) = &control {
+        c.0.finish(&ending_word(outcome.ending));
+    }
     print_outcome(&outcome, &run, &mut progress);
     if !outcome.ending.success() {
         // The run's own exit code: 3 when a check was denied, 130 on

@@ -27,6 +27,7 @@ impl Runner<'_> {
         checks: &[SafetyCheck],
     ) -> anyhow::Result<StepOutcome<Executed>> {
         let expect = self.last_shot.as_ref().map(|s| s.scale_map);
+        self.tell_call(step, call_id, actions);
         self.recorder.ledger(
             step,
             call_id,

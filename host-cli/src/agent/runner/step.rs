@@ -21,22 +21,22 @@ use crate::agent::record::{Entry, UsageRecord, externalize, strip_images};
 use crate::agent::wire::{self, OutputItem, RequestParts};
 
 /// Where the loop stands between two steps.
-struct LoopState {
+pub(super) struct LoopState {
     /// The response the next request follows (when the server stores the
     /// conversation).
-    prev_id: Option<String>,
+    pub(super) prev_id: Option<String>,
     /// Requests sent so far.
-    step: u32,
+    pub(super) step: u32,
     /// What the next request adds to the conversation.
-    next_input: Vec<Value>,
+    pub(super) next_input: Vec<Value>,
     /// What was said before `next_input` (resent when the server does not
     /// store it).
-    conversation: Vec<Value>,
+    pub(super) conversation: Vec<Value>,
     /// The browser's tools (and sign-in's) offered with every request.
-    browser_tools: Vec<Value>,
-    usage: UsageTotals,
+    pub(super) browser_tools: Vec<Value>,
+    pub(super) usage: UsageTotals,
     /// Each step's time that was neither the model's nor the daemon's.
-    overhead: Vec<f64>,
+    pub(super) overhead: Vec<f64>,
 }
 
 impl Runner<'_> {
@@ -44,6 +44,7 @@ impl Runner<'_> {
     pub async fn run(&mut self, resume: Option<Resume>) -> anyhow::Result<Outcome> {
         let mut st = self.begin(resume).await?;
         loop {
+            self.operator_turn(&mut st).await?;
             let (ending, message) = match self.budget_spent(st.step) {
                 Some(end) => end,
                 None => match self.step(&mut st).await? {
@@ -182,7 +183,10 @@ impl Runner<'_> {
             ));
         }
         // 4-6. The calls: all checked, all approved, then run.
-        let Answers { items, waited_ms } = next_or_end!(self.turn(st.step, &resp).await?);
+        self.tell(|s| s.phase(crate::control::wire::Phase::Calls));
+        let turn = self.turn(st.step, &resp).await?;
+        self.record_answers(st.step)?;
+        let Answers { items, waited_ms } = next_or_end!(turn);
         for o in &items {
             self.recorder.write(&Entry::CallOutput {
                 step: st.step,
@@ -241,6 +245,10 @@ impl Runner<'_> {
         let (images, bytes) = input_cost(&input);
         st.step += 1;
         let step = st.step;
+        self.tell(|s| {
+            s.step(step);
+            s.phase(crate::control::wire::Phase::Model);
+        });
         self.recorder.write(&Entry::RequestInput {
             step,
             items: array(externalize(
@@ -292,6 +300,7 @@ impl Runner<'_> {
             calls: Vec::new(),
         });
         st.usage.add(resp.usage);
+        self.tell_usage(step, &st.usage);
         self.diagnose(Diagnostic {
             api: "responses".into(),
             stage: "request".into(),
