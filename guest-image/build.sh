@@ -222,13 +222,17 @@ ROOTFS="$CONTEXT/rootfs"
 # Debian's /usr/lib/firefox-esr/distribution is a symlink to
 # /usr/share/firefox-esr/distribution: put policies.json at the target, or
 # COPY would replace the symlink with a directory.
-mkdir -p "$ROOTFS/etc/xdg/openbox" "$ROOTFS/usr/share/firefox-esr/distribution" "$ROOTFS/usr/local/bin"
+mkdir -p "$ROOTFS/etc/xdg/openbox" "$ROOTFS/etc/xdg/tint2" "$ROOTFS/usr/share/sandtop/applications" \
+    "$ROOTFS/usr/share/firefox-esr/distribution" "$ROOTFS/usr/local/bin"
 chmod -R 0755 "$CONTEXT"
 cp "$DOCKERFILE" "$CONTEXT/Dockerfile"
 install -m 0644 "$PACKAGES_FILE" "$CONTEXT/packages.txt"
 install -m 0644 "$ROOT"/guest-image/openbox/* "$ROOTFS/etc/xdg/openbox/"
 install -m 0644 "$ROOT/guest-image/firefox/policies.json" "$ROOTFS/usr/share/firefox-esr/distribution/"
+install -m 0644 "$ROOT/guest-image/tint2/sandtop.tint2rc" "$ROOTFS/etc/xdg/tint2/"
+install -m 0644 "$ROOT"/guest-image/tint2/applications/*.desktop "$ROOTFS/usr/share/sandtop/applications/"
 install -m 0755 "$ROOT/guest-image/sandtop-entry" "$ROOTFS/usr/local/bin/sandtop-entry"
+install -m 0755 "$ROOT/guest-image/sandtop-panel" "$ROOTFS/usr/local/bin/sandtop-panel"
 install -m 0755 "$SANDTOPD_BIN" "$ROOTFS/usr/local/bin/sandtopd"
 install -m 0755 "$DEMO_BIN" "$ROOTFS/usr/local/bin/sandtop-demo"
 install -m 0755 "$PROBE_BIN" "$ROOTFS/usr/local/bin/sandtop-probe"

@@ -88,6 +88,11 @@ struct ServeArgs {
     /// Arguments for the window manager (repeat for each).
     #[arg(long = "wm-arg", allow_hyphen_values = true)]
     wm_args: Vec<String>,
+    /// Paint the desktop's background this colour (`RRGGBB`, hex), again
+    /// after every X restart. Without it the root window stays as the X
+    /// server leaves it (black under Xvfb).
+    #[arg(long, value_name = "RRGGBB", value_parser = parse_rgb)]
+    background: Option<u32>,
     /// Relay loopback TCP connections to a Unix socket (`ADDR=SOCKET`):
     /// the guest's egress path, when the session has one.
     #[arg(long)]
@@ -107,6 +112,14 @@ struct ServeArgs {
 
 fn parse_size(s: &str) -> Result<Size, String> {
     Size::parse(s)
+}
+
+fn parse_rgb(s: &str) -> Result<u32, String> {
+    let hex = s.strip_prefix('#').unwrap_or(s);
+    if hex.len() != 6 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("`{s}` is not a colour: six hex digits, RRGGBB"));
+    }
+    u32::from_str_radix(hex, 16).map_err(|e| e.to_string())
 }
 
 fn init_log(json: bool) {
@@ -236,8 +249,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let name = DisplayName::new(display.clone());
     let shared = name.clone();
     let reported = name.clone();
+    let background = args.background;
     let (desktop, desktop_thread) = desktop::spawn(Box::new(move || {
-        X11Driver::connect(Some(&shared.get())).map(|d| Box::new(d) as Box<dyn Driver>)
+        let d = X11Driver::connect(Some(&shared.get()))?;
+        if let Some(rgb) = background
+            && let Err(e) = d.set_background(rgb)
+        {
+            // The desktop works without it.
+            tracing::warn!(error = %e, "could not paint the background");
+        }
+        Ok(Box::new(d) as Box<dyn Driver>)
     }));
     let monitor_stop = Arc::new(AtomicBool::new(false));
     supervise::spawn_monitor(name.clone(), Arc::clone(&health), Arc::clone(&monitor_stop));
@@ -367,4 +388,18 @@ async fn connect(socket: PathBuf) -> anyhow::Result<ExitCode> {
     let (_, down) = tokio::join!(up, down);
     down.context("relaying from the daemon")?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_rgb;
+
+    #[test]
+    fn a_background_is_six_hex_digits() {
+        assert_eq!(parse_rgb("3b4252"), Ok(0x3b4252));
+        assert_eq!(parse_rgb("#FFFFFF"), Ok(0xffffff));
+        for bad in ["", "fff", "3b42521", "3b425g", "+3b425", "0x3b42"] {
+            assert!(parse_rgb(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -7,6 +7,14 @@
 
 use crate::{Rect, Size};
 
+/// The panel's background colour (guest-image/tint2/sandtop.tint2rc):
+/// the offline exercise finds the panel, and its launchers on it, by it.
+pub const PANEL_BACKGROUND: [u8; 3] = [0x2e, 0x34, 0x40];
+
+/// The desktop's colour behind the windows (`sandtopd --background` in
+/// guest-image/sandtop-entry).
+pub const DESKTOP_BACKGROUND: [u8; 3] = [0x4c, 0x6a, 0x88];
+
 /// The panel's height in screen pixels, at every screen size.
 pub const PANEL_HEIGHT: u32 = 30;
 

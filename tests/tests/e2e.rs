@@ -65,10 +65,13 @@ mod browser;
 use browser::browser_fills_the_demo_form_through_refs;
 #[path = "e2e/boundary.rs"]
 mod boundary;
+#[path = "e2e/desktop.rs"]
+mod desktop;
 use boundary::{
     gc_removes_only_what_its_own_user_left, other_host_users_cannot_reach_a_guest,
     the_guest_folder_is_capped_noexec_and_anonymous,
 };
+use desktop::the_desktop_shows_a_panel_whose_launchers_open_apps;
 
 /// What every case gets.
 struct Ctx {
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
             other_host_users_cannot_reach_a_guest,
             the_guest_folder_is_capped_noexec_and_anonymous,
             gc_removes_only_what_its_own_user_left,
+            the_desktop_shows_a_panel_whose_launchers_open_apps,
         ],
     }
     .run(

@@ -5,9 +5,10 @@
 //!
 //! The script behaves like a cautious model: it raises one safety check on
 //! its first call (so the approval path runs for real), opens the demo
-//! form in the guest browser (Super+B), fills it in with non-ASCII text,
-//! submits it, opens the text editor (Super+E), types a note and saves it
-//! through the Save dialog. It looks at each screenshot to decide when the
+//! form in the guest browser by clicking the browser's launcher on the
+//! panel (found in the screenshot: the first mark on the panel's colour),
+//! fills it in with non-ASCII text, submits it, opens the text editor from
+//! its launcher, types a note and saves it through the Save dialog. It looks at each screenshot to decide when the
 //! next window is ready (the form's blue button, the editor's blank page,
 //! the dialog's selected place), waiting with `wait` actions, never with
 //! sleeps of its own.
@@ -133,6 +134,16 @@ fn wait() -> Value {
     json!({"type": "wait"})
 }
 
+/// The panel's launchers, in their order (guest-image/tint2).
+const BROWSER: usize = 0;
+const EDITOR: usize = 1;
+
+/// A click on launcher `n` of the panel in `shot`, when it shows one.
+fn launcher(shot: Option<&Frame>, n: usize) -> Option<Value> {
+    let (x, y) = *shot?.launchers().get(n)?;
+    Some(json!({"type": "click", "button": "left", "x": x, "y": y}))
+}
+
 impl ExerciseScript {
     fn call(&mut self, actions: Vec<Value>, checks: Vec<Value>) -> Vec<Value> {
         self.n += 1;
@@ -195,6 +206,12 @@ impl Script for ExerciseScript {
         let shot = last_screenshot(request);
         let out = match self.stage {
             Stage::Start => {
+                // The browser's launcher on the panel, found in the
+                // screenshot as a model would (the panel may still be
+                // drawing in the very first one).
+                let Some(at) = launcher(shot.as_ref(), BROWSER) else {
+                    return self.waiting("the panel's browser launcher", None).map(Some);
+                };
                 self.advance(Stage::WaitForm);
                 let check = json!({
                     "id": "sc_exercise_form",
@@ -202,14 +219,13 @@ impl Script for ExerciseScript {
                     "message": "The exercise is about to open a web form in the guest's browser \
                                 and submit personal details (a name and an email address).",
                 });
-                self.call(vec![keypress(&["SUPER", "B"]), wait(), wait()], vec![check])
+                self.call(vec![at, wait(), wait()], vec![check])
             }
             Stage::WaitForm => {
                 let form = shot.as_ref().is_some_and(|s| s.count(BUTTON) > 500);
                 if !form {
-                    return self
-                        .waiting("the demo form", Some(keypress(&["SUPER", "B"])))
-                        .map(Some);
+                    let again = launcher(shot.as_ref(), BROWSER);
+                    return self.waiting("the demo form", again).map(Some);
                 }
                 self.advance(Stage::WaitSaved);
                 // The name field has autofocus; Tab walks the form.
@@ -237,14 +253,16 @@ impl Script for ExerciseScript {
                     self.n += 1;
                     return Ok(Some(vec![message(self.n, "I submitted the contact form.")]));
                 }
+                let Some(at) = launcher(shot.as_ref(), EDITOR) else {
+                    return self.waiting("the panel's editor launcher", None).map(Some);
+                };
                 self.advance(Stage::WaitEditor);
-                self.call(vec![keypress(&["SUPER", "E"]), wait(), wait()], vec![])
+                self.call(vec![at, wait(), wait()], vec![])
             }
             Stage::WaitEditor => {
                 if !shot.as_ref().is_some_and(Frame::editor_visible) {
-                    return self
-                        .waiting("the text editor", Some(keypress(&["SUPER", "E"])))
-                        .map(Some);
+                    let again = launcher(shot.as_ref(), EDITOR);
+                    return self.waiting("the text editor", again).map(Some);
                 }
                 self.advance(Stage::WaitDialog);
                 self.call(
@@ -394,6 +412,25 @@ mod tests {
         )
     }
 
+    /// A desktop `w`x`h` as the guest draws it: `above` over the panel
+    /// (30 px, the panel's colour) with three 24 px launcher icons at
+    /// x = 6, 40, 74, a 240 px window button and the clock's text.
+    fn desktop(w: u32, h: u32, above: impl Fn(u32, u32) -> [u8; 3]) -> String {
+        let bg = sandtop_protocol::desktop::PANEL_BACKGROUND;
+        png_url(w, h, |x, y| {
+            if y < h - 30 {
+                return above(x, y);
+            }
+            let iy = y >= h - 27 && y < h - 3;
+            match x {
+                6..30 | 40..64 | 74..98 if iy => [200, 80 + (x % 7) as u8 * 10, 40],
+                120..360 if y >= h - 28 && y < h - 2 => [0x3b, 0x42, 0x52],
+                _ if x + 60 >= w && x + 20 < w && y == h - 15 => [236, 239, 244],
+                _ => bg,
+            }
+        })
+    }
+
     fn request_with(url: &str) -> Value {
         json!({"input": [{"type": "computer_call_output", "call_id": "c",
                           "output": {"type": "computer_screenshot", "image_url": url}}]})
@@ -402,8 +439,12 @@ mod tests {
     #[test]
     fn the_script_waits_for_the_form_then_fills_it() {
         let mut s = ExerciseScript::default();
-        let blank = png_url(100, 100, |_, _| [255, 255, 255]);
-        let form = png_url(100, 100, |x, y| {
+        // No panel yet: the script waits for its launcher.
+        let bare = png_url(400, 300, |_, _| [0, 0, 0]);
+        let w = s.next(&request_with(&bare)).unwrap().unwrap();
+        assert_eq!(w[0]["actions"], json!([{"type": "wait"}]));
+        let blank = desktop(400, 300, |_, _| [255, 255, 255]);
+        let form = desktop(400, 300, |x, y| {
             if x < 40 && y < 20 {
                 BUTTON
             } else {
@@ -414,6 +455,11 @@ mod tests {
         assert_eq!(
             first[0]["pending_safety_checks"][0]["code"],
             "sensitive_domain"
+        );
+        // The browser's launcher, clicked where the screenshot shows it.
+        assert_eq!(
+            first[0]["actions"][0],
+            json!({"type": "click", "button": "left", "x": 17, "y": 285})
         );
         // No form yet: wait.
         let w = s.next(&request_with(&blank)).unwrap().unwrap();
@@ -444,7 +490,7 @@ mod tests {
 
     #[test]
     fn waiting_forever_is_an_error_once_turns_and_time_are_spent() {
-        let blank = png_url(10, 10, |_, _| [0, 0, 0]);
+        let blank = desktop(200, 120, |_, _| [0, 0, 0]);
         let mut s = impatient(Duration::ZERO, Duration::from_secs(3600));
         s.next(&request_with(&blank)).unwrap();
         for _ in 0..5 {
@@ -470,12 +516,12 @@ mod tests {
 
     #[test]
     fn a_window_is_asked_for_again_only_when_the_last_request_is_old() {
-        let blank = png_url(10, 10, |_, _| [0, 0, 0]);
+        let blank = desktop(200, 120, |_, _| [0, 0, 0]);
         let presses = |s: &mut ExerciseScript, turns: usize| {
             (0..turns)
                 .filter(|_| {
                     let out = s.next(&request_with(&blank)).unwrap().unwrap();
-                    out[0]["actions"][0]["type"] == "keypress"
+                    out[0]["actions"][0]["type"] == "click"
                 })
                 .count()
         };
@@ -483,12 +529,30 @@ mod tests {
         let mut s = impatient(Duration::from_secs(3600), Duration::from_secs(3600));
         s.next(&request_with(&blank)).unwrap();
         assert_eq!(presses(&mut s, 20), 0);
-        // An old one (here at once): asked again, with Super+B.
+        // An old one (here at once): asked again, by the launcher.
         let mut s = impatient(Duration::from_secs(3600), Duration::ZERO);
         s.next(&request_with(&blank)).unwrap();
         let out = s.next(&request_with(&blank)).unwrap().unwrap();
-        assert_eq!(out[0]["actions"][0], keypress(&["SUPER", "B"]));
+        assert_eq!(
+            out[0]["actions"][0],
+            json!({"type": "click", "button": "left", "x": 17, "y": 105})
+        );
         assert_eq!(presses(&mut s, 3), 3);
+    }
+
+    #[test]
+    fn the_panels_launchers_are_found_left_to_right_and_nothing_else() {
+        let f = Frame::from_data_url(&desktop(1280, 800, |_, _| [0x4c, 0x6a, 0x88])).unwrap();
+        assert_eq!(f.panel(), Some((770, 800)));
+        assert_eq!(f.launchers(), vec![(17, 785), (51, 785), (85, 785)]);
+        // A screen without the panel: none.
+        let bare = Frame::from_data_url(&png_url(640, 400, |_, _| [0x4c, 0x6a, 0x88])).unwrap();
+        assert_eq!(bare.panel(), None);
+        assert!(bare.launchers().is_empty());
+        // A window covering the screen but the panel: still found.
+        let busy =
+            Frame::from_data_url(&desktop(640, 400, |x, _| [(x % 251) as u8, 9, 200])).unwrap();
+        assert_eq!(busy.launchers().len(), 3);
     }
 
     /// A 1280x800 frame drawn by `color`, decoded as the script sees it.

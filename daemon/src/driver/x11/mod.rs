@@ -73,6 +73,25 @@ pub struct X11Driver {
 }
 
 impl X11Driver {
+    /// Paints the root window (the desktop's background) one colour,
+    /// `0xRRGGBB` (the screen is 24-bit TrueColor, checked at connect).
+    /// It lasts as long as the X server; the caller sets it again after a
+    /// restart (every connect).
+    pub fn set_background(&self, rgb: u32) -> Result<(), DriverError> {
+        let aux = xproto::ChangeWindowAttributesAux::new().background_pixel(rgb & 0x00ff_ffff);
+        self.conn
+            .change_window_attributes(self.root, &aux)
+            .map_err(conn_err)?
+            .check()
+            .map_err(reply_err)?;
+        self.conn
+            .clear_area(false, self.root, 0, 0, 0, 0)
+            .map_err(conn_err)?
+            .check()
+            .map_err(reply_err)?;
+        Ok(())
+    }
+
     /// Connects to `display` (e.g. `:0`; `None` reads `$DISPLAY`) and
     /// checks what the server offers. XTEST is required; the rest degrade.
     pub fn connect(display: Option<&str>) -> Result<X11Driver, DriverError> {

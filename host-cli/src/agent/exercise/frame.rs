@@ -95,6 +95,67 @@ impl Frame {
     }
 }
 
+impl Frame {
+    /// The panel along the bottom edge: the rows `y0..y1` at the bottom
+    /// that begin with the panel's colour (its left padding, which nothing
+    /// is drawn in, however many windows its list shows); `None` when
+    /// there is no such band (an image without the panel).
+    pub fn panel(&self) -> Option<(u32, u32)> {
+        let bg = sandtop_protocol::desktop::PANEL_BACKGROUND;
+        let row = self.width as usize * 3;
+        let starts_with_panel = |y: u32| {
+            let at = y as usize * row;
+            (0..self.width.min(4) as usize).all(|x| {
+                let p = &self.rgb[at + x * 3..at + x * 3 + 3];
+                (0..3).all(|c| p[c].abs_diff(bg[c]) <= 6)
+            })
+        };
+        let mut y0 = self.height;
+        while y0 > 0 && starts_with_panel(y0 - 1) {
+            y0 -= 1;
+        }
+        (self.height - y0 >= 8).then_some((y0, self.height))
+    }
+
+    /// The centres of the panel's launchers, left to right (the browser,
+    /// the editor, the terminal): the leading marks on the panel (columns
+    /// where something other than the panel's colour is drawn), each about
+    /// as wide as the panel is high; the window list's wide buttons and
+    /// the clock come after them.
+    pub fn launchers(&self) -> Vec<(u32, u32)> {
+        let Some((y0, y1)) = self.panel() else {
+            return Vec::new();
+        };
+        let bg = sandtop_protocol::desktop::PANEL_BACKGROUND;
+        let row = self.width as usize * 3;
+        let ink = |x: u32| {
+            (y0..y1).any(|y| {
+                let i = y as usize * row + x as usize * 3;
+                let p = &self.rgb[i..i + 3];
+                let d: u32 = (0..3).map(|c| u32::from(p[c].abs_diff(bg[c]))).sum();
+                d > 40
+            })
+        };
+        // Runs of inked columns, joined across gaps of under 3 columns.
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        for x in 0..self.width {
+            if !ink(x) {
+                continue;
+            }
+            match runs.last_mut() {
+                Some((_, end)) if x - *end <= 3 => *end = x,
+                _ => runs.push((x, x)),
+            }
+        }
+        let band = y1 - y0;
+        runs.into_iter()
+            .take_while(|(a, b)| b - a + 1 <= band * 3 / 2)
+            .filter(|(a, b)| b - a + 1 >= band / 3)
+            .map(|(a, b)| ((a + b) / 2, (y0 + y1) / 2))
+            .collect()
+    }
+}
+
 /// The newest screenshot in a request body: the last image URL in its
 /// input (a computer call output or the first user message).
 pub fn last_screenshot(request: &Value) -> Option<Frame> {
