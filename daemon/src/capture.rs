@@ -59,7 +59,7 @@ impl Renderer {
 
     /// Steps 1-3: the captured region, with the cursor, scaled to the
     /// map's image and packed as RGB into `self.rgb`; returns the time.
-    fn to_rgb(
+    fn pack_rgb(
         &mut self,
         frame: FrameView<'_>,
         cursor: Option<&CursorImage>,
@@ -136,7 +136,7 @@ impl Renderer {
         map: &ScaleMap,
         format: ImageFormat,
     ) -> Result<(Screenshot, RenderTimings), RenderError> {
-        let scale_ms = self.to_rgb(frame, cursor, map)?;
+        let scale_ms = self.pack_rgb(frame, cursor, map)?;
         let (iw, ih) = (map.image.width, map.image.height);
         // 4. Encode, 5. base64.
         let t = Instant::now();
@@ -181,7 +181,7 @@ impl Renderer {
         format: FrameFormat,
         quality: u8,
     ) -> Result<(String, RenderTimings), RenderError> {
-        let scale_ms = self.to_rgb(frame, cursor, map)?;
+        let scale_ms = self.pack_rgb(frame, cursor, map)?;
         let (iw, ih) = (map.image.width, map.image.height);
         let t = Instant::now();
         self.encoded.clear();

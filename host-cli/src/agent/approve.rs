@@ -418,7 +418,7 @@ pub fn ask_origin(
     origin: &str,
 ) -> crate::egress::proxy::Answer {
     use crate::egress::proxy::Answer;
-    if t.is_none() && !view.is_some_and(|v| v.viewers() > 0) {
+    if t.is_none() && view.is_none_or(|v| v.viewers() == 0) {
         return Answer::Deny;
     }
     let word = |a: &str| match a.trim().to_ascii_lowercase().as_str() {

@@ -442,7 +442,7 @@ impl Served {
                 let Some(q) = s.questions.get_mut(&id) else {
                     return refused("answer", "that question is no longer open");
                 };
-                if !q.answers.iter().any(|a| *a == answer) {
+                if !q.answers.contains(&answer) {
                     return refused("answer", "not one of the question's answers");
                 }
                 if (answer == "text") != text.is_some() {

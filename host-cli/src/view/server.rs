@@ -267,12 +267,11 @@ where
                     return;
                 }
                 let frame = frames.borrow_and_update().clone();
-                if let Some(f) = frame {
-                    if tx.send(Message::text(f.meta())).await.is_err()
-                        || tx.send(Message::binary(f.jpeg.clone())).await.is_err()
-                    {
-                        return;
-                    }
+                if let Some(f) = frame
+                    && (tx.send(Message::text(f.meta())).await.is_err()
+                        || tx.send(Message::binary(f.jpeg.clone())).await.is_err())
+                {
+                    return;
                 }
             }
             ev = events.recv() => {

@@ -149,7 +149,7 @@ impl Frame {
         }
         let band = y1 - y0;
         runs.into_iter()
-            .take_while(|(a, b)| b - a + 1 <= band * 3 / 2)
+            .take_while(|(a, b)| b - a < band * 3 / 2)
             .filter(|(a, b)| b - a + 1 >= band / 3)
             .map(|(a, b)| ((a + b) / 2, (y0 + y1) / 2))
             .collect()
