@@ -7,8 +7,8 @@
 //! its first call (so the approval path runs for real), opens the demo
 //! form in the guest browser by clicking the browser's launcher on the
 //! panel (found in the screenshot: the first mark on the panel's colour),
-//! fills it in with non-ASCII text, submits it, opens the text editor from
-//! its launcher, types a note and saves it through the Save dialog. It looks at each screenshot to decide when the
+//! fills it in with non-ASCII text, submits it, opens the text editor
+//! (Super+E), types a note and saves it through the Save dialog. It looks at each screenshot to decide when the
 //! next window is ready (the form's blue button, the editor's blank page,
 //! the dialog's selected place), waiting with `wait` actions, never with
 //! sleeps of its own.
@@ -64,6 +64,8 @@ pub struct ExerciseScript {
     /// Stop once the form is saved (`host-cli bench --browser` compares
     /// this with the browser exercise).
     form_only: bool,
+    /// The safety check was raised (on the first call).
+    checked: bool,
 }
 
 /// How long the script waits for a window, in turns and in time. A `wait`
@@ -118,6 +120,7 @@ impl ExerciseScript {
             last_ask: now,
             patience: Patience::DEFAULT,
             form_only,
+            checked: false,
         }
     }
 }
@@ -134,9 +137,8 @@ fn wait() -> Value {
     json!({"type": "wait"})
 }
 
-/// The panel's launchers, in their order (guest-image/tint2).
+/// The browser's launcher: the first on the panel (guest-image/tint2).
 const BROWSER: usize = 0;
-const EDITOR: usize = 1;
 
 /// A click on launcher `n` of the panel in `shot`, when it shows one.
 fn launcher(shot: Option<&Frame>, n: usize) -> Option<Value> {
@@ -209,17 +211,26 @@ impl Script for ExerciseScript {
                 // The browser's launcher on the panel, found in the
                 // screenshot as a model would (the panel may still be
                 // drawing in the very first one).
+                let check = (!self.checked).then(|| {
+                    json!({
+                        "id": "sc_exercise_form",
+                        "code": "sensitive_domain",
+                        "message": "The exercise is about to open a web form in the guest's browser \
+                                    and submit personal details (a name and an email address).",
+                    })
+                });
+                // The first call raises the check, whatever it does: until
+                // it is approved nothing runs.
+                self.checked = true;
                 let Some(at) = launcher(shot.as_ref(), BROWSER) else {
-                    return self.waiting("the panel's browser launcher", None).map(Some);
+                    let mut call = self.waiting("the panel's browser launcher", None)?;
+                    if let Some(c) = check {
+                        call[0]["pending_safety_checks"] = json!([c]);
+                    }
+                    return Ok(Some(call));
                 };
                 self.advance(Stage::WaitForm);
-                let check = json!({
-                    "id": "sc_exercise_form",
-                    "code": "sensitive_domain",
-                    "message": "The exercise is about to open a web form in the guest's browser \
-                                and submit personal details (a name and an email address).",
-                });
-                self.call(vec![at, wait(), wait()], vec![check])
+                self.call(vec![at, wait(), wait()], check.into_iter().collect())
             }
             Stage::WaitForm => {
                 let form = shot.as_ref().is_some_and(|s| s.count(BUTTON) > 500);
@@ -253,16 +264,18 @@ impl Script for ExerciseScript {
                     self.n += 1;
                     return Ok(Some(vec![message(self.n, "I submitted the contact form.")]));
                 }
-                let Some(at) = launcher(shot.as_ref(), EDITOR) else {
-                    return self.waiting("the panel's editor launcher", None).map(Some);
-                };
+                // The editor by its hotkey: after the form, Firefox may
+                // hold a pointer grab (a doorhanger, an autocomplete list)
+                // that freezes a click on the panel (input_blocked), while
+                // the key reaches the window manager.
                 self.advance(Stage::WaitEditor);
-                self.call(vec![at, wait(), wait()], vec![])
+                self.call(vec![keypress(&["SUPER", "E"]), wait(), wait()], vec![])
             }
             Stage::WaitEditor => {
                 if !shot.as_ref().is_some_and(Frame::editor_visible) {
-                    let again = launcher(shot.as_ref(), EDITOR);
-                    return self.waiting("the text editor", again).map(Some);
+                    return self
+                        .waiting("the text editor", Some(keypress(&["SUPER", "E"])))
+                        .map(Some);
                 }
                 self.advance(Stage::WaitDialog);
                 self.call(
@@ -439,10 +452,13 @@ mod tests {
     #[test]
     fn the_script_waits_for_the_form_then_fills_it() {
         let mut s = ExerciseScript::default();
-        // No panel yet: the script waits for its launcher.
+        // No panel yet: the script waits for its launcher; its first call,
+        // whatever it is, raises the safety check (nothing runs before it
+        // is approved).
         let bare = png_url(400, 300, |_, _| [0, 0, 0]);
         let w = s.next(&request_with(&bare)).unwrap().unwrap();
         assert_eq!(w[0]["actions"], json!([{"type": "wait"}]));
+        assert_eq!(w[0]["pending_safety_checks"][0]["code"], "sensitive_domain");
         let blank = desktop(400, 300, |_, _| [255, 255, 255]);
         let form = desktop(400, 300, |x, y| {
             if x < 40 && y < 20 {
@@ -452,10 +468,7 @@ mod tests {
             }
         });
         let first = s.next(&request_with(&blank)).unwrap().unwrap();
-        assert_eq!(
-            first[0]["pending_safety_checks"][0]["code"],
-            "sensitive_domain"
-        );
+        assert_eq!(first[0]["pending_safety_checks"], json!([]), "raised twice");
         // The browser's launcher, clicked where the screenshot shows it.
         assert_eq!(
             first[0]["actions"][0],
