@@ -611,7 +611,10 @@ async fn submit(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
     html(StatusCode::OK, saved_page(&sub))
 }
 
-/// The page answered after a successful `POST /submit`.
+/// The page answered after a successful `POST /submit`: what was
+/// submitted, without the time it was received (that stays in the stored
+/// record), so that the page of a replayed run is the recorded one
+/// (`host-cli replay` compares screens).
 pub fn saved_page(sub: &Submission) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
@@ -619,14 +622,12 @@ pub fn saved_page(sub: &Submission) -> String {
          <h1 id=\"result\" data-seq=\"{seq}\">Saved submission {seq}</h1>\n<dl>\n\
          <dt>Name</dt><dd id=\"saved-name\">{name}</dd>\n\
          <dt>Email</dt><dd id=\"saved-email\">{email}</dd>\n\
-         <dt>Message</dt><dd id=\"saved-message\">{message}</dd>\n\
-         <dt>Received at</dt><dd id=\"saved-received-at\">{received_at}</dd>\n</dl>\n\
+         <dt>Message</dt><dd id=\"saved-message\">{message}</dd>\n</dl>\n\
          <p><a id=\"again\" href=\"/\">New submission</a></p>\n</body>\n</html>\n",
         seq = sub.seq,
         name = escape_html(&sub.name),
         email = escape_html(&sub.email),
         message = escape_html(&sub.message),
-        received_at = escape_html(&sub.received_at),
         style = style!(),
     )
 }

@@ -67,6 +67,10 @@ pub enum Command {
     /// link): the screen, a running `host-cli run`'s state, its questions
     /// answered with buttons, and Take control / Give back.
     View(crate::view::ViewArgs),
+    /// Replay a recorded run on a fresh guest (or --session) and compare
+    /// each resulting screen with the recorded one; exit 0 when every
+    /// step matched, 7 at the first divergence (its step and regions).
+    Replay(crate::replay::ReplayArgs),
 }
 
 /// Parses the command line (exiting with clap's message and status on an
@@ -257,6 +261,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(a) => crate::bench::run(a).await,
         Command::Report(a) => crate::report::run(a),
         Command::View(a) => crate::view::view(a).await,
+        Command::Replay(a) => crate::replay::replay(a).await,
     }
 }
 

@@ -36,6 +36,7 @@ pub mod doctor;
 pub mod egress;
 pub mod guest;
 pub mod image_check;
+pub mod replay;
 pub mod report;
 pub mod secret;
 pub mod session;

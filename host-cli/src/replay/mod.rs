@@ -1,0 +1,416 @@
+//! `host-cli replay RUN [--session S] [--until N]`: did it do the same?
+//!
+//! 1. [`plan`]: the inputs of a run folder that reached the desktop (the
+//!    model's computer calls that ran, the operator's actions), each with
+//!    the screenshot recorded after it.
+//! 2. A fresh guest of the recorded screen's size (or session S), its
+//!    screen left to settle; then each input through the same action API
+//!    and its checks (the model's coordinate space included:
+//!    `expect_scale_map`).
+//! 3. Each resulting screen against the recorded one ([`diff`]: cells, a
+//!    stated threshold, the panel's clock and any `--ignore` rectangle
+//!    left out). A slower guest gets `--patience` for the screen to become
+//!    the recorded one; what shows after the `wait`-only inputs that
+//!    follow an input is a matter of time, so the screen may also match
+//!    the recorded one of such a later input (a faster guest), and the
+//!    replay skips ahead.
+//! 4. The first divergence stops it: the step, the regions that differ,
+//!    both screenshots in the output folder; exit 7. Exit 0 only when every
+//!    compared step matched; 1 on an error.
+
+pub mod diff;
+pub mod plan;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Args;
+use sandtop_protocol::{BatchRequest, Rect, ScaleMap, Screenshot, ScreenshotOptions, Size};
+
+use crate::agent::cmd::{lock_session, session_for};
+use crate::channel::Channel;
+use crate::image_check::{Rgb8, check_screenshot, decode_png};
+use crate::session::{BackendKind, Store};
+
+/// The exit status of a replay that diverged.
+pub const DIVERGED: u8 = 7;
+
+/// `host-cli replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The run folder to replay (its trajectory.jsonl and screenshots).
+    pub run: PathBuf,
+    /// Replay on this running session (default: a fresh guest, removed
+    /// after). Its screen must start as the recorded run's did.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Stop after this step (the model's request number).
+    #[arg(long)]
+    pub until: Option<u32>,
+    /// How long a screen may take to become the recorded one.
+    #[arg(long, default_value = "15s", value_parser = crate::units::parse_duration)]
+    pub patience: Duration,
+    /// Keep the guest this replay boots.
+    #[arg(long)]
+    pub keep: bool,
+    /// Leave this rectangle of the screen out of every comparison
+    /// (`X,Y,W,H` in screen pixels; repeat for more): a part that shows
+    /// the time or other content no run controls. The clock on the panel
+    /// is always left out.
+    #[arg(long, value_name = "X,Y,W,H", value_parser = parse_rect)]
+    pub ignore: Vec<Rect>,
+    /// Where the replay's screenshots go (default: RUN/replay-<unix time>).
+    #[arg(short = 'o', long)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub guest: crate::guest::options::GuestArgs,
+}
+
+pub async fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
+    let plan = plan::plan(&a.run)?;
+    let screen = plan
+        .initial
+        .as_ref()
+        .map(|(_, m)| m.screen)
+        .or_else(|| plan.inputs.iter().find_map(|i| i.expect.map(|m| m.screen)))
+        .unwrap_or(Size::new(1280, 800));
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| a.run.join(format!("replay-{}", crate::session::now_unix())));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let store = Store::open()?;
+    let t0 = Instant::now();
+    let (dir, rec, booted) = session_for(
+        &store,
+        a.session.as_deref(),
+        BackendKind::Docker,
+        (screen, &a.guest),
+        a.keep,
+        crate::egress::service::EgressConfig::none(),
+    )
+    .await?;
+    let result = async {
+        let _lock = lock_session(&dir)?;
+        let mut ch = crate::guest::open_channel(&dir, &rec).await?;
+        Replayer {
+            run: &a.run,
+            out: &out,
+            plan: &plan,
+            patience: a.patience,
+            until: a.until,
+            ignore: &a.ignore,
+        }
+        .run(&mut ch)
+        .await
+    }
+    .await;
+    if let Some(b) = booted {
+        b.remove().await;
+    }
+    let diverged = result?;
+    let took = t0.elapsed().as_secs_f64();
+    Ok(match diverged {
+        None => {
+            crate::out!("replay: every step matched ({took:.1} s)");
+            ExitCode::SUCCESS
+        }
+        Some(step) => {
+            crate::out!(
+                "replay: diverged at step {step} ({took:.1} s); screenshots in {}",
+                out.display()
+            );
+            ExitCode::from(DIVERGED)
+        }
+    })
+}
+
+struct Replayer<'a> {
+    run: &'a Path,
+    out: &'a Path,
+    plan: &'a plan::Plan,
+    patience: Duration,
+    until: Option<u32>,
+    /// Screen rectangles left out (`--ignore`).
+    ignore: &'a [Rect],
+}
+
+/// How a screen compared with the recorded ones.
+enum Compared {
+    /// The recorded screen of this input (index).
+    Same(usize),
+    /// It never became it; the regions of the last difference.
+    Diverged(Vec<Rect>),
+}
+
+impl Replayer<'_> {
+    /// Replays; the step that diverged, if one did.
+    async fn run(&self, ch: &mut Channel) -> anyhow::Result<Option<u32>> {
+        self.settle(ch).await?;
+        let inputs = &self.plan.inputs;
+        let mut k = 0;
+        while k < inputs.len() {
+            let input = &inputs[k];
+            if self.until.is_some_and(|u| input.step > u) {
+                break;
+            }
+            let options = match input.expect {
+                Some(_) => self.plan.screenshot,
+                None => ScreenshotOptions::default(),
+            };
+            let mut req = BatchRequest::new(input.actions.clone(), options);
+            req.expect_scale_map = input.expect;
+            let reply = ch.act(&req).await.with_context(|| {
+                format!(
+                    "step {} ({}): the daemon refused the recorded actions",
+                    input.step, input.who
+                )
+            })?;
+            let Some(_) = &input.after else {
+                k += 1;
+                continue;
+            };
+            let shot = reply.screenshot.context("the daemon sent no screenshot")?;
+            match self.compare(ch, shot, k, options).await? {
+                Compared::Same(j) => {
+                    if j > k {
+                        crate::out!(
+                            "step {:>3} {}: matches the screen recorded at step {} (its waits passed sooner)",
+                            input.step,
+                            input.who,
+                            inputs[j].step
+                        );
+                    } else {
+                        crate::out!("step {:>3} {}: same screen", input.step, input.who);
+                    }
+                    k = j + 1;
+                }
+                Compared::Diverged(regions) => {
+                    let list: Vec<String> = regions
+                        .iter()
+                        .map(|r| format!("{}x{} at ({}, {})", r.width, r.height, r.x, r.y))
+                        .collect();
+                    crate::out!(
+                        "step {:>3} {}: DIVERGED after {:.0} s: {} region(s) differ: {}",
+                        input.step,
+                        input.who,
+                        self.patience.as_secs_f64(),
+                        regions.len(),
+                        list.join(", ")
+                    );
+                    return Ok(Some(input.step));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Waits until the screen stops changing (the panel drawn, windows
+    /// mapped), at most the patience.
+    async fn settle(&self, ch: &mut Channel) -> anyhow::Result<()> {
+        let end = Instant::now() + self.patience;
+        let mut last = grab(ch, ScreenshotOptions::default()).await?;
+        while Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let now = grab(ch, ScreenshotOptions::default()).await?;
+            let same = diff::compare(&last.1, &now.1, &self.left_out(&now.0.scale_map))
+                .map(|d| d.matches())
+                .unwrap_or(false);
+            if same {
+                return Ok(());
+            }
+            last = now;
+        }
+        Ok(())
+    }
+
+    /// The screen after input `k` against the recorded one, and, after
+    /// waits, the later recorded ones of the same stretch of waits; taken
+    /// again until one matches or the patience runs out.
+    async fn compare(
+        &self,
+        ch: &mut Channel,
+        shot: Screenshot,
+        k: usize,
+        options: ScreenshotOptions,
+    ) -> anyhow::Result<Compared> {
+        let inputs = &self.plan.inputs;
+        // What shows after the waits that followed input k is a matter of
+        // time: a faster guest may show it already.
+        let mut candidates = vec![k];
+        candidates.extend(
+            (k + 1..inputs.len())
+                .take_while(|&j| inputs[j].waits_only() && inputs[j].after.is_some())
+                .filter(|&j| self.until.is_none_or(|u| inputs[j].step <= u)),
+        );
+        let mut recorded = Vec::new();
+        for &j in &candidates {
+            let file = inputs[j].after.as_deref().unwrap_or_default();
+            recorded.push((j, self.recorded(file, shot.scale_map.image)?));
+        }
+        let ignore = self.left_out(&shot.scale_map);
+        let end = Instant::now() + self.patience;
+        let mut now = (shot.clone(), decode(&shot)?);
+        loop {
+            let mut first = None;
+            for (j, rec) in &recorded {
+                let d = diff::compare(&now.1, rec, &ignore).map_err(anyhow::Error::msg)?;
+                if d.matches() {
+                    return Ok(Compared::Same(*j));
+                }
+                first.get_or_insert(d);
+            }
+            if Instant::now() >= end {
+                let step = inputs[k].step;
+                save(self.out, &format!("step-{step:03}-replayed.png"), &now.0)?;
+                let file = inputs[k].after.as_deref().unwrap_or_default();
+                std::fs::copy(
+                    self.run.join(file),
+                    self.out.join(format!("step-{step:03}-recorded.png")),
+                )?;
+                return Ok(Compared::Diverged(
+                    first.map(|d| d.regions).unwrap_or_default(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            now = grab(ch, options).await?;
+        }
+    }
+
+    /// The rectangles of `map`'s image left out: the clock, `--ignore`.
+    fn left_out(&self, map: &ScaleMap) -> Vec<Rect> {
+        let mut out = clock(map);
+        out.extend(self.ignore.iter().filter_map(|r| to_image(map, *r)));
+        out
+    }
+
+    fn recorded(&self, file: &str, size: Size) -> anyhow::Result<Rgb8> {
+        if file.contains('/') || !file.ends_with(".png") {
+            anyhow::bail!(
+                "the recording's screenshot `{file}` is not a PNG of the run folder (replay compares PNG screenshots)"
+            );
+        }
+        let bytes = std::fs::read(self.run.join(file))
+            .with_context(|| format!("reading {file} from the run folder"))?;
+        decode_png(&bytes, size).map_err(|e| anyhow::anyhow!("{file}: {e}"))
+    }
+}
+
+/// `X,Y,W,H`, screen pixels, W and H at least 1.
+fn parse_rect(s: &str) -> Result<Rect, String> {
+    let v: Vec<u32> = s
+        .split(',')
+        .map(|p| p.trim().parse::<u32>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("`{s}` is not X,Y,W,H (four whole numbers)"))?;
+    match v[..] {
+        [x, y, width, height] if width > 0 && height > 0 => Ok(Rect {
+            x,
+            y,
+            width,
+            height,
+        }),
+        _ => Err(format!("`{s}` is not X,Y,W,H with W and H at least 1")),
+    }
+}
+
+/// The clock's rectangle in the image of `map` (a replay ignores it).
+pub fn clock(map: &ScaleMap) -> Vec<Rect> {
+    to_image(map, sandtop_protocol::desktop::clock_rect(map.screen))
+        .into_iter()
+        .collect()
+}
+
+/// A screen rectangle in the image of `map` (clipped to its region).
+fn to_image(map: &ScaleMap, c: Rect) -> Option<Rect> {
+    let r = map.region;
+    let (x0, y0) = (c.x.max(r.x), c.y.max(r.y));
+    let (x1, y1) = (
+        (c.x + c.width).min(r.x + r.width),
+        (c.y + c.height).min(r.y + r.height),
+    );
+    if x0 >= x1 || y0 >= y1 || r.width == 0 || r.height == 0 {
+        return None;
+    }
+    let sx = |x: u32| (u64::from(x - r.x) * u64::from(map.image.width) / u64::from(r.width)) as u32;
+    let sy =
+        |y: u32| (u64::from(y - r.y) * u64::from(map.image.height) / u64::from(r.height)) as u32;
+    Some(Rect {
+        x: sx(x0),
+        y: sy(y0),
+        width: sx(x1) - sx(x0),
+        height: sy(y1) - sy(y0),
+    })
+}
+
+async fn grab(ch: &mut Channel, options: ScreenshotOptions) -> anyhow::Result<(Screenshot, Rgb8)> {
+    let s = ch.screenshot(&options).await?.screenshot;
+    let img = decode(&s)?;
+    Ok((s, img))
+}
+
+fn decode(s: &Screenshot) -> anyhow::Result<Rgb8> {
+    let bytes = check_screenshot(s).map_err(anyhow::Error::msg)?;
+    decode_png(&bytes, Size::new(s.width, s.height))
+        .map_err(|e| anyhow::anyhow!("the replay's screenshot: {e}"))
+}
+
+fn save(dir: &Path, name: &str, s: &Screenshot) -> anyhow::Result<()> {
+    let bytes = check_screenshot(s).map_err(anyhow::Error::msg)?;
+    std::fs::write(dir.join(name), bytes).with_context(|| format!("writing {name}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ignore_rectangles_are_four_whole_numbers() {
+        assert_eq!(
+            parse_rect("10, 20,30,40"),
+            Ok(Rect {
+                x: 10,
+                y: 20,
+                width: 30,
+                height: 40
+            })
+        );
+        for bad in ["", "1,2,3", "1,2,3,4,5", "1,2,0,4", "a,b,c,d", "-1,2,3,4"] {
+            assert!(parse_rect(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_clock_is_ignored_where_the_image_shows_it() {
+        let map = |w, h, iw, ih| ScaleMap {
+            screen: Size::new(w, h),
+            region: Rect {
+                x: 0,
+                y: 0,
+                width: w,
+                height: h,
+            },
+            image: Size::new(iw, ih),
+        };
+        assert_eq!(
+            clock(&map(1280, 800, 1280, 800)),
+            vec![Rect {
+                x: 1160,
+                y: 770,
+                width: 120,
+                height: 30
+            }]
+        );
+        assert_eq!(
+            clock(&map(1280, 800, 640, 400)),
+            vec![Rect {
+                x: 580,
+                y: 385,
+                width: 60,
+                height: 15
+            }]
+        );
+    }
+}

@@ -1,0 +1,145 @@
+//! What a recorded run did, in order, for a replay: the first screen, then
+//! each input that reached the desktop (the model's computer calls that
+//! ran, the operator's actions) with the screen recorded after it.
+
+use std::path::Path;
+
+use anyhow::{Context as _, bail};
+use sandtop_protocol::{Action, ScaleMap, ScreenshotOptions};
+use serde_json::Value;
+
+use crate::agent::record::{Entry, LedgerState, read_trajectory};
+
+/// One input to replay.
+#[derive(Debug, Clone)]
+pub struct Input {
+    pub step: u32,
+    /// The call's id, or `operator` for the operator's actions.
+    pub who: String,
+    pub actions: Vec<Action>,
+    /// The model's coordinate space (its screenshot's map); `None` for
+    /// the operator's (screen pixels).
+    pub expect: Option<ScaleMap>,
+    /// The run folder's screenshot after it, when one was recorded.
+    pub after: Option<String>,
+}
+
+impl Input {
+    /// Only `wait`s: what the screen shows after it is a matter of time.
+    pub fn waits_only(&self) -> bool {
+        self.actions.iter().all(|a| a.kind() == "wait")
+    }
+}
+
+/// A recorded run, as a replay needs it.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub screenshot: ScreenshotOptions,
+    /// The first screenshot and its map (the screen's size comes from it).
+    pub initial: Option<(String, ScaleMap)>,
+    pub inputs: Vec<Input>,
+}
+
+/// Reads the run folder's trajectory. Calls that did not run (refused,
+/// failed, unknown) are not replayed: the plan ends before the first.
+pub fn plan(run: &Path) -> anyhow::Result<Plan> {
+    let entries = read_trajectory(run)?;
+    let mut screenshot = ScreenshotOptions::default();
+    let mut initial = None;
+    let mut inputs: Vec<Input> = Vec::new();
+    let mut pending: Vec<Input> = Vec::new();
+    for e in entries {
+        match e {
+            Entry::RunStarted(s) => {
+                if let Some(o) = s.screenshot {
+                    screenshot = o;
+                }
+            }
+            Entry::Observation {
+                step: 0,
+                call_id: None,
+                file,
+                scale_map,
+            } if initial.is_none() && inputs.is_empty() => initial = Some((file, scale_map)),
+            Entry::Ledger {
+                step,
+                call_id,
+                state: LedgerState::Pending,
+                detail,
+            } => {
+                let actions: Vec<Action> = serde_json::from_value(detail["actions"].clone())
+                    .with_context(|| format!("the actions of call {call_id} (step {step})"))?;
+                let expect = serde_json::from_value(detail["expect_scale_map"].clone()).ok();
+                pending.push(Input {
+                    step,
+                    who: call_id,
+                    actions,
+                    expect,
+                    after: None,
+                });
+            }
+            Entry::Ledger {
+                call_id,
+                state: LedgerState::Done,
+                ..
+            } => {
+                if let Some(i) = pending.iter().position(|p| p.who == call_id) {
+                    inputs.push(pending.remove(i));
+                }
+            }
+            Entry::Ledger { call_id, state, .. } => {
+                // Failed or unknown: nothing after it is replayed.
+                let _ = (call_id, state);
+                break;
+            }
+            Entry::CallOutput { item, .. } => {
+                let id = item["call_id"].as_str().unwrap_or_default();
+                if let Some(file) = item
+                    .pointer("/output/image_url")
+                    .and_then(Value::as_str)
+                    .and_then(|u| u.strip_prefix(crate::agent::record::FILE_MARK))
+                    && let Some(input) = inputs.iter_mut().rev().find(|i| i.who == id)
+                {
+                    input.after = Some(file.to_string());
+                }
+            }
+            Entry::OperatorActed {
+                step,
+                actions,
+                ok: true,
+                ..
+            } => {
+                let actions = crate::control::line::parse_actions(&actions)
+                    .map_err(|e| anyhow::anyhow!("the operator's actions at step {step}: {e}"))?;
+                inputs.push(Input {
+                    step,
+                    who: "operator".into(),
+                    actions,
+                    expect: None,
+                    after: None,
+                });
+            }
+            Entry::OperatorGave {
+                file: Some(file), ..
+            } => {
+                if let Some(last) = inputs.last_mut()
+                    && last.who == "operator"
+                {
+                    last.after = Some(file);
+                }
+            }
+            _ => {}
+        }
+    }
+    if inputs.is_empty() {
+        bail!(
+            "{} holds no input that ran: nothing to replay",
+            run.display()
+        );
+    }
+    Ok(Plan {
+        screenshot,
+        initial,
+        inputs,
+    })
+}

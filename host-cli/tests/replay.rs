@@ -1,0 +1,143 @@
+//! `host-cli replay` on the real guest (E tier, issue 15 part 4): the
+//! recording of the offline exercise replayed on a fresh guest matches
+//! step by step (exit 0); the same recording with one click moved (to the
+//! terminal's launcher instead of the browser's) diverges at that step
+//! (exit 7), naming it.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use base64::Engine as _;
+use host_cli::agent::exercise::Frame;
+use sandtop_testkit::skip;
+use serde_json::Value;
+
+const HOST_CLI: &str = env!("CARGO_BIN_EXE_host-cli");
+
+fn host_cli(state: &Path) -> Command {
+    use std::os::unix::process::CommandExt as _;
+    let mut c = Command::new(HOST_CLI);
+    c.env("SANDTOP_STATE_DIR", state)
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::null());
+    // SAFETY: between fork and exec the child calls setsid(2) alone.
+    #[allow(unsafe_code)]
+    unsafe {
+        c.pre_exec(|| rustix::process::setsid().map(drop).map_err(Into::into));
+    }
+    c
+}
+
+fn lines(run: &Path) -> Vec<Value> {
+    std::fs::read_to_string(run.join("trajectory.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// Moves the run's click on the browser's launcher to the terminal's (the
+/// third launcher, found in the screenshot the click was aimed on);
+/// returns the step it is in.
+fn tamper(run: &Path) -> u32 {
+    let mut all = lines(run);
+    let mut seen = String::from("step-000-initial.png");
+    let mut at = None;
+    for (i, l) in all.iter().enumerate() {
+        if l["kind"] == "call_output"
+            && let Some(f) = l["item"]["output"]["image_url"]
+                .as_str()
+                .and_then(|u| u.strip_prefix("sandtop-file:"))
+        {
+            seen = f.to_string();
+        }
+        if l["kind"] == "ledger"
+            && l["state"] == "pending"
+            && l["detail"]["actions"][0]["type"] == "click"
+        {
+            at = Some(i);
+            break;
+        }
+    }
+    let i = at.expect("the exercise's run has no click");
+    let png = std::fs::read(run.join(&seen)).unwrap();
+    let url = format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(png)
+    );
+    let frame = Frame::from_data_url(&url).unwrap();
+    let (x, y) = frame.launchers()[2];
+    all[i]["detail"]["actions"][0]["x"] = x.into();
+    all[i]["detail"]["actions"][0]["y"] = y.into();
+    let step = all[i]["step"].as_u64().unwrap() as u32;
+    let text: String = all.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(run.join("trajectory.jsonl"), text).unwrap();
+    step
+}
+
+#[test]
+fn the_exercise_replays_step_for_step_and_a_moved_click_diverges_at_its_step() {
+    if !skip::docker_guest() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let run = state.path().join("recorded");
+    let ex = host_cli(state.path())
+        .args(["exercise", "--approve-scripted-checks", "--record"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        ex.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&ex.stdout),
+        String::from_utf8_lossy(&ex.stderr)
+    );
+    let t = std::time::Instant::now();
+    let out = state.path().join("replayed");
+    let r = host_cli(state.path())
+        .arg("replay")
+        .arg(&run)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&r.stdout).to_string();
+    eprintln!("{said}{}", String::from_utf8_lossy(&r.stderr));
+    eprintln!("replay took {:.1} s", t.elapsed().as_secs_f64());
+    assert_eq!(r.status.code(), Some(0), "{said}");
+    assert!(said.contains("every step matched"), "{said}");
+
+    let tampered = state.path().join("tampered");
+    copy_dir(&run, &tampered);
+    let step = tamper(&tampered);
+    let out = state.path().join("diverged");
+    let r = host_cli(state.path())
+        .args(["replay", "--patience", "5s"])
+        .arg(&tampered)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&r.stdout).to_string();
+    eprintln!("{said}{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(r.status.code(), Some(7), "{said}");
+    assert!(
+        said.contains(&format!("diverged at step {step}")),
+        "not at the tampered step {step}: {said}"
+    );
+    assert!(out.join(format!("step-{step:03}-replayed.png")).is_file());
+    assert!(out.join(format!("step-{step:03}-recorded.png")).is_file());
+}
