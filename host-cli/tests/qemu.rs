@@ -82,18 +82,21 @@ fn screen(state: &Path, name: &str, out: &Path) -> Vec<u8> {
     std::fs::read(out).unwrap()
 }
 
-/// The share of pixels that are not black (the empty desktop is black).
+/// The share of the desktop's pixels (the panel's rows left out) that
+/// are not its background colour: about 0 for the empty desktop.
 fn lit_share(png_bytes: &[u8]) -> f64 {
+    use sandtop_protocol::desktop::{DESKTOP_BACKGROUND, PANEL_HEIGHT};
     let mut dec = png::Decoder::new(std::io::Cursor::new(png_bytes));
     dec.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
     let mut reader = dec.read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size().unwrap()];
     let info = reader.next_frame(&mut buf).unwrap();
     let px = info.color_type.samples();
-    let pixels = &buf[..info.buffer_size()];
+    let rows = info.height.saturating_sub(PANEL_HEIGHT) as usize;
+    let pixels = &buf[..rows * info.width as usize * px];
     let lit = pixels
         .chunks_exact(px)
-        .filter(|p| p[..3] != [0, 0, 0])
+        .filter(|p| p[..3] != DESKTOP_BACKGROUND)
         .count();
     lit as f64 / (pixels.len() / px).max(1) as f64
 }
