@@ -1,6 +1,7 @@
 //! `host-cli replay` on the real guest (E tier, issue 15 part 4): the
 //! recording of the offline exercise replayed on a fresh guest matches
-//! step by step (exit 0); the same recording with one click moved (to the
+//! step by step (exit 0), and its report shows every step's replayed
+//! screen beside the recorded one; the same recording with one click moved (to the
 //! terminal's launcher instead of the browser's) diverges at that step
 //! (exit 7), naming it.
 
@@ -119,6 +120,32 @@ fn the_exercise_replays_step_for_step_and_a_moved_click_diverges_at_its_step() {
     eprintln!("replay took {:.1} s", t.elapsed().as_secs_f64());
     assert_eq!(r.status.code(), Some(0), "{said}");
     assert!(said.contains("every step matched"), "{said}");
+    // The report shows the replay beside the recording, every step.
+    let html_path = state.path().join("side-by-side.html");
+    let rep = host_cli(state.path())
+        .arg("report")
+        .arg(&run)
+        .arg("--replay")
+        .arg(&out)
+        .arg("-o")
+        .arg(&html_path)
+        .output()
+        .unwrap();
+    assert!(
+        rep.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rep.stderr)
+    );
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    let calls = lines(&run)
+        .iter()
+        .filter(|l| l["kind"] == "call_output")
+        .count();
+    assert_eq!(
+        html.matches("After the call, replayed</p><div").count(),
+        calls
+    );
+    assert!(!html.contains("After the call, replayed: none"));
 
     let tampered = state.path().join("tampered");
     copy_dir(&run, &tampered);

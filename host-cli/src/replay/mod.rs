@@ -139,8 +139,8 @@ struct Replayer<'a> {
 
 /// How a screen compared with the recorded ones.
 enum Compared {
-    /// The recorded screen of this input (index).
-    Same(usize),
+    /// The recorded screen of this input (index), and the screen.
+    Same(usize, Box<Screenshot>),
     /// It never became it; the regions of the last difference.
     Diverged(Vec<Rect>),
 }
@@ -174,7 +174,12 @@ impl Replayer<'_> {
             };
             let shot = reply.screenshot.context("the daemon sent no screenshot")?;
             match self.compare(ch, shot, k, options).await? {
-                Compared::Same(j) => {
+                Compared::Same(j, shot) => {
+                    // For `host-cli report RUN --replay OUT`: the screen
+                    // after this step (and after the waits it caught up).
+                    for i in &inputs[k..=j] {
+                        save(self.out, &crate::report::replayed_name(i.step), &shot)?;
+                    }
                     if j > k {
                         crate::out!(
                             "step {:>3} {}: matches the screen recorded at step {} (its waits passed sooner)",
@@ -258,7 +263,7 @@ impl Replayer<'_> {
             for (j, rec) in &recorded {
                 let d = diff::compare(&now.1, rec, &ignore).map_err(anyhow::Error::msg)?;
                 if d.matches() {
-                    return Ok(Compared::Same(*j));
+                    return Ok(Compared::Same(*j, Box::new(now.0)));
                 }
                 first.get_or_insert(d);
             }

@@ -40,6 +40,8 @@ th { background: #f0f0f0; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
 pre, .pre { white-space: pre-wrap; word-break: break-word; background: #fff; border: 1px solid #e3e3e3; padding: .4em .6em; margin: .3em 0; }
 .step { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: .6em 1em; margin: 1.2em 0; }
+.replay { display: flex; gap: 12px; align-items: flex-start; margin: 8px 0; }
+.replay > div { flex: 1; min-width: 0; }
 .shot { position: relative; display: inline-block; max-width: 100%; line-height: 0; border: 1px solid #999; }
 .shot img { display: block; max-width: 100%; height: auto; }
 .shot svg { position: absolute; left: 0; top: 0; width: 100%; height: 100%; }

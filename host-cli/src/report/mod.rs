@@ -21,6 +21,8 @@ mod image;
 mod load;
 mod overlay;
 mod render;
+mod replayed;
+pub use replayed::replayed_name;
 mod totals;
 
 use std::io::Write as _;
@@ -49,6 +51,11 @@ pub struct ReportArgs {
     /// from the run's session, if that session still exists).
     #[arg(long)]
     pub journal: Option<PathBuf>,
+    /// Show a replay beside the recording: `host-cli replay`'s output
+    /// folder (its -o); after each step's call, the recorded screen and
+    /// the replayed one side by side.
+    #[arg(long, value_name = "DIR")]
+    pub replay: Option<PathBuf>,
 }
 
 /// Where the network section's entries come from.
@@ -63,6 +70,16 @@ pub enum Journal<'a> {
 
 /// Renders the report of the run folder `dir`.
 pub fn render(dir: &Path, journal: Journal<'_>) -> anyhow::Result<String> {
+    render_with(dir, journal, None)
+}
+
+/// [`render`], with `host-cli replay`'s output folder shown beside each
+/// step's recorded screens.
+pub fn render_with(
+    dir: &Path,
+    journal: Journal<'_>,
+    replay: Option<&Path>,
+) -> anyhow::Result<String> {
     let run = load::read(dir)?;
     let mut body = render::header(&run);
     for w in &run.warnings {
@@ -74,6 +91,9 @@ pub fn render(dir: &Path, journal: Journal<'_>) -> anyhow::Result<String> {
         let next = run.steps.get(i + 1).and_then(|n| n.t_start);
         let next = next.or_else(|| run.finished.as_ref().and_then(|(_, t)| *t));
         body.push_str(&render::step(&run, s, next));
+        if let Some(r) = replay {
+            body.push_str(&replayed::replayed(&run.dir, s, r));
+        }
     }
     body.push_str(&render::the_end(&run));
     body.push_str(&totals::totals(&run));
@@ -153,7 +173,15 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
         Some(p) => Journal::File(p),
         None => Journal::None,
     };
-    let html = render(&a.run, journal)?;
+    if let Some(r) = &a.replay
+        && !r.is_dir()
+    {
+        anyhow::bail!(
+            "--replay {}: not a folder (give host-cli replay's -o)",
+            r.display()
+        );
+    }
+    let html = render_with(&a.run, journal, a.replay.as_deref())?;
     write_new(&out, &html, a.force)?;
     eprintln!(
         "host-cli: wrote {} ({} KiB)",
