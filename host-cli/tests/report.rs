@@ -325,7 +325,17 @@ async fn a_twenty_step_run_is_one_safe_page_under_3_mb() {
         output: None,
         force,
         journal: Some(tmp.path().join("no-such-journal.jsonl")),
+        replay: None,
     };
+    let not_a_folder = report::run(ReportArgs {
+        replay: Some(tmp.path().join("no-such-replay")),
+        ..args(false)
+    })
+    .unwrap_err();
+    assert!(
+        format!("{not_a_folder:#}").contains("--replay"),
+        "{not_a_folder:#}"
+    );
     report::run(args(false)).unwrap();
     let out = dir.join("report.html");
     let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
@@ -432,6 +442,7 @@ fn what_is_not_a_run_folder_is_refused_clearly() {
         output: None,
         force: false,
         journal: None,
+        replay: None,
     })
     .unwrap_err();
     assert!(format!("{e:#}").contains("no run folder"));
