@@ -14,6 +14,7 @@ opens an xterm, then:
   after it (the page's own arrival times, same wall clock);
 - frames/s while typing: for 4 s, one keystroke per `host-cli act`, as
   fast as they go; frames drawn per second meanwhile;
+- frames/s while the screen changes without pause (`yes` in the xterm);
 - idle: with the screen still for 10 s, frames drawn (should be 0) and the
   CPU time `host-cli view` used;
 - frame to page: the page's own measure (view received the frame -> drawn).
@@ -107,6 +108,18 @@ def main() -> None:
         arr = driver.execute_script("return window.__arrivals")[seen:]
         typed = [t for t in arr if t0 <= t <= t1]
         fps = len(typed) / ((t1 - t0) / 1000)
+        # The screen changing as fast as it can: `yes` in the xterm.
+        act({"type": "keypress", "keys": ["CTRL", "U"]})
+        act({"type": "type", "text": "yes\n"})
+        time.sleep(1)
+        seen = driver.execute_script("return window.__arrivals.length")
+        t2 = time.time() * 1000
+        time.sleep(4)
+        t3 = time.time() * 1000
+        arr = driver.execute_script("return window.__arrivals")[seen:]
+        flood = len([t for t in arr if t2 <= t <= t3]) / ((t3 - t2) / 1000)
+        act({"type": "keypress", "keys": ["CTRL", "C"]})
+        act({"type": "type", "text": "clear\n"})
         time.sleep(2)
         pid = view.pid
         def cpu() -> float:
@@ -122,6 +135,7 @@ def main() -> None:
         print(f"input to browser (host-cli act, N={len(lat)}): p50 {pct(lat, 50):.0f} ms, p95 {pct(lat, 95):.0f} ms")
         print(f"  of which host-cli act itself (process start to exit): p50 {pct(acted, 50):.0f} ms")
         print(f"frames/s while typing ({keys} keystrokes in {(t1 - t0) / 1000:.1f} s, one host-cli act each): {fps:.1f}")
+        print(f"frames/s while the screen changes continuously (`yes` in the xterm, 4 s): {flood:.1f}")
         print(f"idle 10 s: {frames1 - frames0} frames, host-cli view CPU {100 * (c1 - c0) / 10:.2f} %")
         print(f"frame to page (view got it -> drawn, N={len(page)}): p50 {pct(page, 50):.0f} ms, p95 {pct(page, 95):.0f} ms")
     finally:

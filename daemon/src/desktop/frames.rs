@@ -22,6 +22,10 @@ use super::{Desktop, ms};
 /// How often the task looks for changes while a viewer waits.
 pub const FRAME_TICK: Duration = Duration::from_millis(15);
 
+/// How long after a frame request the desktop task keeps looking for
+/// changes every [`FRAME_TICK`] (a viewer asks for the next frame at once).
+pub const VIEWER_LINGER: Duration = Duration::from_secs(3);
+
 /// JPEG quality when the request names none.
 pub const DEFAULT_QUALITY: u8 = 70;
 

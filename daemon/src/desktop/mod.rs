@@ -125,6 +125,11 @@ struct Desktop {
     renderer: Renderer,
     /// What the live view's watcher last saw.
     seen: frames::Seen,
+    /// When a frame was last asked for: a viewer polls again at once, so
+    /// changes are looked for often for a while after (a request that
+    /// arrives while this task sleeps its idle tick would otherwise wait
+    /// it out: ~3 frames/s under a screen that never stops changing).
+    last_frame: Option<Instant>,
 }
 
 /// How long the task waits for work before housekeeping.
@@ -143,6 +148,7 @@ impl Desktop {
             input: Input::default(),
             renderer: Renderer::new(),
             seen: frames::Seen::default(),
+            last_frame: None,
         }
     }
 
@@ -151,7 +157,10 @@ impl Desktop {
         let mut last_housekeeping = Instant::now();
         loop {
             // A viewer waiting for a frame: look for changes often.
-            let viewing = self.status.frames.waiting();
+            let viewing = self.status.frames.waiting()
+                || self
+                    .last_frame
+                    .is_some_and(|t| t.elapsed() < frames::VIEWER_LINGER);
             let tick = if viewing {
                 frames::FRAME_TICK
             } else {
@@ -201,6 +210,7 @@ impl Desktop {
                     reply,
                 } => {
                     let result = self.guarded(|d| d.frame(&request, seq));
+                    self.last_frame = Some(Instant::now());
                     let _ = reply.send(result);
                 }
                 Job::Reconnect => {
