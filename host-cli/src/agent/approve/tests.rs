@@ -1,5 +1,8 @@
 //! Unit tests of the operator: policies, terminal prompts, stops.
 
+use std::io::Write as _;
+use std::sync::mpsc;
+
 use super::*;
 use crate::agent::model::Model as _;
 use crate::agent::scripted::{Fixed, ScriptedModel};
