@@ -281,6 +281,12 @@ impl Served {
         id
     }
 
+    /// Whether question `id` is still open (not closed, the run not over).
+    pub fn is_open(&self, id: u64) -> bool {
+        let s = self.shared();
+        !s.shut && s.questions.contains_key(&id)
+    }
+
     /// The viewer's answer to an open question, if one came.
     pub fn answer_of(&self, id: u64) -> Option<ViewAnswer> {
         self.shared()
@@ -360,7 +366,7 @@ impl Served {
         self.shared().commands.clear();
         self.update(|s| {
             s.state.holder = Holder::Operator;
-            s.state.phase = Phase::Paused;
+            s.phase(Phase::Paused);
         });
     }
 
@@ -390,7 +396,7 @@ impl Served {
     pub fn hand_back(&self, phase: Phase) {
         self.update(|s| {
             s.state.holder = Holder::Agent;
-            s.state.phase = phase;
+            s.phase(phase);
         });
     }
 

@@ -156,12 +156,18 @@ impl Replayer<'_> {
             if self.until.is_some_and(|u| input.step > u) {
                 break;
             }
-            let options = match input.expect {
-                Some(_) => self.plan.screenshot,
-                None => ScreenshotOptions::default(),
-            };
-            let mut req = BatchRequest::new(input.actions.clone(), options);
+            // The screens were recorded with the run's options; the
+            // operator's actions are in screen pixels (the default
+            // options' space), so their screen is taken apart.
+            let options = self.plan.screenshot;
+            let mut req = BatchRequest::new(
+                input.actions.clone(),
+                input
+                    .expect
+                    .map_or(ScreenshotOptions::default(), |_| options),
+            );
             req.expect_scale_map = input.expect;
+            req.final_screenshot = input.expect.is_some() && input.after.is_some();
             let reply = ch.act(&req).await.with_context(|| {
                 format!(
                     "step {} ({}): the daemon refused the recorded actions",
@@ -172,13 +178,20 @@ impl Replayer<'_> {
                 k += 1;
                 continue;
             };
-            let shot = reply.screenshot.context("the daemon sent no screenshot")?;
+            let shot = match reply.screenshot {
+                Some(s) => s,
+                None => grab(ch, options).await?.0,
+            };
             match self.compare(ch, shot, k, options).await? {
                 Compared::Same(j, shot) => {
                     // For `host-cli report RUN --replay OUT`: the screen
-                    // after this step (and after the waits it caught up).
+                    // after this input (and after the waits it caught up).
                     for i in &inputs[k..=j] {
-                        save(self.out, &crate::report::replayed_name(i.step), &shot)?;
+                        save(
+                            self.out,
+                            &crate::report::replayed_name(i.step, &i.who),
+                            &shot,
+                        )?;
                     }
                     if j > k {
                         crate::out!(
@@ -268,12 +281,14 @@ impl Replayer<'_> {
                 first.get_or_insert(d);
             }
             if Instant::now() >= end {
-                let step = inputs[k].step;
-                save(self.out, &format!("step-{step:03}-replayed.png"), &now.0)?;
+                let (step, who) = (inputs[k].step, &inputs[k].who);
+                let replayed = crate::report::replayed_name(step, who);
+                save(self.out, &replayed, &now.0)?;
                 let file = inputs[k].after.as_deref().unwrap_or_default();
                 std::fs::copy(
                     self.run.join(file),
-                    self.out.join(format!("step-{step:03}-recorded.png")),
+                    self.out
+                        .join(replayed.replace("-replayed.png", "-recorded.png")),
                 )?;
                 return Ok(Compared::Diverged(
                     first.map(|d| d.regions).unwrap_or_default(),

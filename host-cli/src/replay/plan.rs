@@ -42,6 +42,8 @@ pub struct Plan {
 
 /// Reads the run folder's trajectory. Calls that did not run (refused,
 /// failed, unknown) are not replayed: the plan ends before the first.
+/// Browser and file calls are not desktop input and are left out (what
+/// they changed on the screen then shows as a divergence).
 pub fn plan(run: &Path) -> anyhow::Result<Plan> {
     let entries = read_trajectory(run)?;
     let mut screenshot = ScreenshotOptions::default();
@@ -67,6 +69,11 @@ pub fn plan(run: &Path) -> anyhow::Result<Plan> {
                 state: LedgerState::Pending,
                 detail,
             } => {
+                // Browser and file calls (no actions) are not desktop
+                // input: they are not replayed.
+                if detail.get("actions").is_none() {
+                    continue;
+                }
                 let actions: Vec<Action> = serde_json::from_value(detail["actions"].clone())
                     .with_context(|| format!("the actions of call {call_id} (step {step})"))?;
                 let expect = serde_json::from_value(detail["expect_scale_map"].clone()).ok();
@@ -142,4 +149,74 @@ pub fn plan(run: &Path) -> anyhow::Result<Plan> {
         initial,
         inputs,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::agent::record::{FILE_MARK, Recorder};
+
+    #[test]
+    fn computer_calls_that_ran_are_replayed_and_browser_calls_are_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        let mut r = Recorder::create(&run).unwrap();
+        r.write(&Entry::RunStarted(Box::default())).unwrap();
+        let ledger = |step, id: &str, state, detail| Entry::Ledger {
+            step,
+            call_id: id.into(),
+            state,
+            detail,
+        };
+        let output = |step, id: &str| Entry::CallOutput {
+            step,
+            item: json!({"type": "computer_call_output", "call_id": id,
+                         "output": {"type": "computer_screenshot",
+                                    "image_url": format!("{FILE_MARK}step-{step:03}-{id}.png")}}),
+        };
+        let click = json!({"actions": [{"type": "click", "button": "left", "x": 1, "y": 2}]});
+        for e in [
+            ledger(1, "c1", LedgerState::Pending, click.clone()),
+            ledger(1, "c1", LedgerState::Done, json!({})),
+            output(1, "c1"),
+            // A browser call: no actions, not desktop input.
+            ledger(
+                2,
+                "b1",
+                LedgerState::Pending,
+                json!({"browser_member": "click"}),
+            ),
+            ledger(2, "b1", LedgerState::Done, json!({})),
+            ledger(
+                3,
+                "c2",
+                LedgerState::Pending,
+                json!({"actions": [{"type": "wait"}]}),
+            ),
+            ledger(3, "c2", LedgerState::Done, json!({})),
+            output(3, "c2"),
+            // Failed: the plan ends here.
+            ledger(4, "c3", LedgerState::Pending, click.clone()),
+            ledger(4, "c3", LedgerState::Failed, json!({})),
+            ledger(5, "c4", LedgerState::Pending, click),
+        ] {
+            r.write(&e).unwrap();
+        }
+        drop(r);
+        let p = plan(&run).unwrap();
+        let got: Vec<(u32, &str, Option<&str>, bool)> = p
+            .inputs
+            .iter()
+            .map(|i| (i.step, i.who.as_str(), i.after.as_deref(), i.waits_only()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, "c1", Some("step-001-c1.png"), false),
+                (3, "c2", Some("step-003-c2.png"), true),
+            ]
+        );
+    }
 }

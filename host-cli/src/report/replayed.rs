@@ -13,10 +13,16 @@ use super::load::Step;
 use super::overlay::figure;
 use crate::agent::record::{Entry, FILE_MARK};
 
-/// The file `host-cli replay` writes for step `n` (its last call's
-/// screen).
-pub fn replayed_name(n: u32) -> String {
-    format!("step-{n:03}-replayed.png")
+/// The file `host-cli replay` writes for the screen after input `who`
+/// (a call id, or `operator`) of step `n`; `who` is kept to letters,
+/// digits, `_` and `-`.
+pub fn replayed_name(n: u32, who: &str) -> String {
+    let who: String = who
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+        .take(48)
+        .collect();
+    format!("step-{n:03}-{who}-replayed.png")
 }
 
 /// The step's recorded screens after its computer calls, each beside the
@@ -27,6 +33,7 @@ pub fn replayed(run_dir: &Path, s: &Step, replay_dir: &Path) -> String {
         let Entry::CallOutput { item, .. } = e else {
             continue;
         };
+        let call_id = item["call_id"].as_str().unwrap_or_default();
         let Some(file) = item
             .pointer("/output/image_url")
             .and_then(Value::as_str)
@@ -46,7 +53,7 @@ pub fn replayed(run_dir: &Path, s: &Step, replay_dir: &Path) -> String {
         out.push_str(&cell(run_dir, file, "After the call, recorded"));
         out.push_str(&cell(
             replay_dir,
-            &replayed_name(s.n),
+            &replayed_name(s.n, call_id),
             "After the call, replayed",
         ));
         out.push_str("</div>\n");

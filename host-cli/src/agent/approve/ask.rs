@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{SharedTerminal, StopCheck, lock};
+use super::{SharedTerminal, StopCheck};
 use crate::control::served::{Served, ViewAnswer};
 use crate::control::wire::QuestionKind;
 
@@ -64,11 +64,15 @@ impl Ask<'_> {
             )
         });
         let said = match self.terminal {
-            Some(t) => {
-                let mut t = lock(t);
-                t.say(&q.text);
-                t.prompt_or(q.prompt, self.view.zip(id))
-            }
+            Some(t) => match self.terminal_when_free(t, id) {
+                Ok(mut t) => {
+                    t.say(&q.text);
+                    t.prompt_or(q.prompt, self.view.zip(id))
+                }
+                // Answered in the view (or the run stopped) while another
+                // question held the terminal.
+                Err(said) => said,
+            },
             None => match (self.view, id) {
                 (Some(v), Some(id)) if v.viewers() > 0 => self.wait_view(v, id),
                 _ => None,
@@ -92,12 +96,37 @@ impl Ask<'_> {
 
     fn wait_view(&self, v: &Served, id: u64) -> Option<Said> {
         let until = Instant::now() + VIEW_ONLY_WAIT;
-        while Instant::now() < until && !self.stopped() {
+        while Instant::now() < until && !self.stopped() && v.is_open(id) {
             if let Some(a) = v.wait_answer(id, Duration::from_millis(20)) {
                 return Some(Said::View(a));
             }
         }
         None
+    }
+
+    /// The terminal, once no other question holds it; meanwhile the view
+    /// may answer this one (`Err(Some(..))`), or the run stop (`Err(None)`).
+    fn terminal_when_free<'t>(
+        &self,
+        t: &'t SharedTerminal,
+        id: Option<u64>,
+    ) -> Result<std::sync::MutexGuard<'t, super::Terminal>, Option<Said>> {
+        loop {
+            match t.try_lock() {
+                Ok(g) => return Ok(g),
+                Err(std::sync::TryLockError::Poisoned(p)) => return Ok(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+            if let (Some(v), Some(id)) = (self.view, id)
+                && let Some(a) = v.answer_of(id)
+            {
+                return Err(Some(Said::View(a)));
+            }
+            if self.stopped() {
+                return Err(None);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 

@@ -249,3 +249,51 @@ fn a_stale_socket_is_replaced() {
         s.finish("finished");
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_open_across_a_takeover_keeps_the_phase_right() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Served::bind(dir.path(), hello()).unwrap();
+    let phase = |s: &Served| match s.shared().state.event() {
+        Event::State { phase, .. } => phase,
+        _ => unreachable!(),
+    };
+    s.update(|e| e.phase(Phase::Model));
+    let id = s.open(
+        QuestionKind::Origin,
+        "o".into(),
+        "t".into(),
+        None,
+        &["approve", "deny"],
+    );
+    s.hand_over();
+    assert_eq!(phase(&s), Phase::Question, "an open question still shows");
+    s.close(id, "terminal", "deny");
+    assert_eq!(phase(&s), Phase::Paused);
+    let id = s.open(
+        QuestionKind::Origin,
+        "o".into(),
+        "t".into(),
+        None,
+        &["approve", "deny"],
+    );
+    s.hand_back(Phase::Model);
+    assert_eq!(phase(&s), Phase::Question);
+    s.close(id, "view", "approve");
+    assert_eq!(
+        phase(&s),
+        Phase::Model,
+        "not Paused after the agent got the desktop back"
+    );
+    // A question whose run ended is no longer open: nobody waits on it.
+    let id = s.open(
+        QuestionKind::Origin,
+        "o".into(),
+        "t".into(),
+        None,
+        &["approve", "deny"],
+    );
+    assert!(s.is_open(id));
+    s.finish("finished");
+    assert!(!s.is_open(id));
+}
