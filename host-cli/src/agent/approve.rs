@@ -2,15 +2,22 @@
 //!
 //! 1. A computer call with pending safety checks runs only when *every*
 //!    check is approved. The answer must be an explicit `yes` typed on the
-//!    terminal (or a rule in an operator-written policy file); anything
-//!    else, a missing terminal included, denies. The model's own text never
-//!    reaches this module as an answer.
+//!    terminal, the Approve button of `host-cli view` (a word from the
+//!    question's own list, [`ask`]), or a rule in an operator-written
+//!    policy file; anything else, no terminal and no viewer included,
+//!    denies. The model's own text never reaches this module as an answer.
 //! 2. With `--confirm-actions` each action, and the final screenshot, is
 //!    shown and must be confirmed the same way; a refusal stops the batch.
 //! 3. The operator sees the check (code, message), the actions it covers
 //!    and a copy of the last screenshot with every target marked.
 //! 4. `--approve-scripted-checks` approves checks raised by the offline
 //!    scripted model only; the runner refuses the flag with a real model.
+//!
+//! Its size (~680 lines): one `Operator` implementation whose every
+//! question (checks, confirmations, browser calls, sign-in, `ask_user`,
+//! origins) is worded here, side by side so their wording stays alike; the
+//! terminal is in `terminal`, the terminal/view race in `ask`, the tests
+//! apart.
 
 use std::path::{Path, PathBuf};
 
