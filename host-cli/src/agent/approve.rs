@@ -3,7 +3,7 @@
 //! 1. A computer call with pending safety checks runs only when *every*
 //!    check is approved. The answer must be an explicit `yes` typed on the
 //!    terminal, the Approve button of `host-cli view` (a word from the
-//!    question's own list, [`ask`]), or a rule in an operator-written
+//!    question's own list, see `ask`), or a rule in an operator-written
 //!    policy file; anything else, no terminal and no viewer included,
 //!    denies. The model's own text never reaches this module as an answer.
 //! 2. With `--confirm-actions` each action, and the final screenshot, is
