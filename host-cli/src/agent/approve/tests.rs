@@ -363,6 +363,20 @@ fn targets_are_marked_where_the_actions_point() {
 /// A pseudo-terminal whose far end answers prompts: each `(prompt, line)`
 /// is typed once the prompt has been shown. Returns the terminal and a
 /// handle that yields everything the terminal showed (echo included).
+/// The thread's result, or a failure after 30 s: a question nobody can
+/// answer fails the test instead of hanging the whole run.
+fn joined<T>(h: std::thread::JoinHandle<T>) -> T {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !h.is_finished() {
+        assert!(
+            std::time::Instant::now() < until,
+            "the question was still open after 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    h.join().unwrap()
+}
+
 fn pty(script: Vec<(&'static str, &'static str)>) -> (Terminal, std::thread::JoinHandle<String>) {
     use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
     use std::io::Read as _;
@@ -606,7 +620,7 @@ fn the_first_answer_wins_between_the_terminal_and_the_view() {
         r#"{{"type":"answer","id":{id},"answer":"approve"}}"#
     )
     .unwrap();
-    assert_eq!(asking.join().unwrap(), Decision::Approve);
+    assert_eq!(joined(asking), Decision::Approve);
     assert_eq!(
         closed(&mut next_event),
         Event::Closed {
@@ -619,10 +633,26 @@ fn the_first_answer_wins_between_the_terminal_and_the_view() {
     assert!(text.contains("(answered in the view: approve)"), "{text}");
 
     // The terminal answers first; the view's later button changes nothing.
+    // The line is typed once the prompt shows: a line typed before it is
+    // guidance for the model, not the answer (and nothing else would ever
+    // answer: CI once hung here when the line won that race).
     let asking = req(&a);
     let id = question(&mut next_event);
+    let prompts = |o: &Out| {
+        String::from_utf8_lossy(&o.0.lock().unwrap())
+            .matches("Type `yes` to approve")
+            .count()
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while prompts(&shown) < 2 {
+        assert!(
+            std::time::Instant::now() < until,
+            "the terminal's prompt never showed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     tx.send("no thanks".into()).unwrap();
-    assert!(matches!(asking.join().unwrap(), Decision::Deny(_)));
+    assert!(matches!(joined(asking), Decision::Deny(_)));
     assert_eq!(
         closed(&mut next_event),
         Event::Closed {
@@ -648,7 +678,7 @@ fn the_first_answer_wins_between_the_terminal_and_the_view() {
     let id = question(&mut next_event);
     writeln!(viewer, r#"{{"type":"answer","id":{id},"answer":"deny"}}"#).unwrap();
     assert_eq!(
-        asking.join().unwrap(),
+        joined(asking),
         Decision::Deny("the operator denied it in the view".into())
     );
     // The model's question: the view's text is the answer.
@@ -662,7 +692,7 @@ fn the_first_answer_wins_between_the_terminal_and_the_view() {
         r#"{{"type":"answer","id":{id},"answer":"text","text":" blue "}}"#
     )
     .unwrap();
-    assert_eq!(asking.join().unwrap(), Some("blue".into()));
+    assert_eq!(joined(asking), Some("blue".into()));
     served.finish("finished");
     drop(rt);
 }
