@@ -320,7 +320,7 @@ impl UrlPolicy {
             }
             let o: Origin = item
                 .parse()
-                .map_err(|e: anyhow::Error| format!("--url-policy: {e}"))?;
+                .map_err(|e: crate::egress::policy::PolicyError| format!("--url-policy: {e}"))?;
             origins.push(o);
         }
         if origins.is_empty() {

@@ -19,7 +19,6 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
-use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
 
 /// `http` or `https`.
@@ -56,14 +55,52 @@ impl std::fmt::Display for Host {
     }
 }
 
+/// Why an origin, host, port, range or network mode was refused. The
+/// given text is kept as it was written (shown through `term::safe_line`
+/// by whoever prints it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("`{0}` is not an IPv6 address")]
+    BadIpv6(String),
+    #[error("`{0}` is not a valid host name (use the punycode form for international names)")]
+    BadName(String),
+    #[error(
+        "`{0}` reads as an IP address in another spelling; \
+         write IP literals as dotted decimal (IPv4) or in brackets (IPv6)"
+    )]
+    NumericName(String),
+    #[error("origin `{0}` must start with http:// or https://")]
+    Scheme(String),
+    #[error("`{0}` is not an origin: give scheme, host and port only (no path, query or user)")]
+    NotAnOrigin(String),
+    #[error("`{0}`: unclosed `[`")]
+    UnclosedBracket(String),
+    #[error("`{0}`: junk after `]`")]
+    AfterBracket(String),
+    #[error("`{0}` is not a port")]
+    BadPort(String),
+    #[error("`{0}`: a CIDR needs /PREFIX (e.g. 10.0.0.0/8)")]
+    NoPrefix(String),
+    #[error("`{0}` is not an IP address")]
+    BadAddress(String),
+    #[error("`{0}` is not a prefix length")]
+    BadPrefix(String),
+    #[error("prefix /{prefix} is longer than {max}")]
+    PrefixTooLong { prefix: u8, max: u8 },
+    #[error("`allow` needs origins: allow:https://example.com[,...]")]
+    AllowWithoutOrigins,
+    #[error("unknown network mode `{0}`: use none, allow:ORIGINS, ask[:ORIGINS] or open")]
+    UnknownMode(String),
+}
+
 impl Host {
     /// Parses a host as it appears in a URL or a CONNECT target.
-    pub fn parse(s: &str) -> anyhow::Result<Host> {
+    pub fn parse(s: &str) -> Result<Host, PolicyError> {
         if let Some(inner) = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
             return Ok(Host::Ip(IpAddr::V6(
                 inner
                     .parse()
-                    .with_context(|| format!("`{s}` is not an IPv6 address"))?,
+                    .map_err(|_| PolicyError::BadIpv6(s.to_string()))?,
             )));
         }
         if let Ok(ip) = s.parse::<std::net::Ipv4Addr>() {
@@ -78,7 +115,7 @@ impl Host {
                 && !l.ends_with('-')
         };
         if name.is_empty() || name.len() > 253 || !name.split('.').all(label_ok) {
-            bail!("`{s}` is not a valid host name (use the punycode form for international names)");
+            return Err(PolicyError::BadName(s.to_string()));
         }
         // Resolvers (inet_aton behind getaddrinfo) and browsers (the WHATWG
         // URL "ends in a number" rule) read `127.1`, `0x7f000001` and
@@ -90,10 +127,7 @@ impl Host {
             .strip_prefix("0x")
             .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
         if hex || last.bytes().all(|b| b.is_ascii_digit()) {
-            bail!(
-                "`{s}` reads as an IP address in another spelling; \
-                 write IP literals as dotted decimal (IPv4) or in brackets (IPv6)"
-            );
+            return Err(PolicyError::NumericName(s.to_string()));
         }
         Ok(Host::Name(name))
     }
@@ -122,24 +156,22 @@ impl std::fmt::Display for Origin {
 }
 
 impl FromStr for Origin {
-    type Err = anyhow::Error;
+    type Err = PolicyError;
 
     /// `https://example.com`, `http://example.org:8080`, `https://[::1]:8443`.
     /// Paths, queries, fragments and user info are refused: an origin is
     /// not a URL prefix.
-    fn from_str(s: &str) -> anyhow::Result<Origin> {
+    fn from_str(s: &str) -> Result<Origin, PolicyError> {
         let (scheme, rest) = if let Some(r) = s.strip_prefix("https://") {
             (Scheme::Https, r)
         } else if let Some(r) = s.strip_prefix("http://") {
             (Scheme::Http, r)
         } else {
-            bail!("origin `{s}` must start with http:// or https://");
+            return Err(PolicyError::Scheme(s.to_string()));
         };
         let rest = rest.strip_suffix('/').unwrap_or(rest);
         if rest.contains(['/', '?', '#', '@']) {
-            bail!(
-                "`{s}` is not an origin: give scheme, host and port only (no path, query or user)"
-            );
+            return Err(PolicyError::NotAnOrigin(s.to_string()));
         }
         let (host, port) = split_host_port(rest)?;
         Ok(Origin {
@@ -154,17 +186,23 @@ impl FromStr for Origin {
 }
 
 /// Splits `host[:port]` (with `[v6]:port`).
-pub fn split_host_port(s: &str) -> anyhow::Result<(&str, Option<u16>)> {
+pub fn split_host_port(s: &str) -> Result<(&str, Option<u16>), PolicyError> {
     let (host, port) = if s.starts_with('[') {
         match s.find(']') {
             Some(end) => {
                 let host = &s[..=end];
                 match &s[end + 1..] {
                     "" => (host, None),
-                    p => (host, Some(p.strip_prefix(':').context("junk after `]`")?)),
+                    p => (
+                        host,
+                        Some(
+                            p.strip_prefix(':')
+                                .ok_or_else(|| PolicyError::AfterBracket(s.to_string()))?,
+                        ),
+                    ),
                 }
             }
-            None => bail!("`{s}`: unclosed `[`"),
+            None => return Err(PolicyError::UnclosedBracket(s.to_string())),
         }
     } else {
         match s.rsplit_once(':') {
@@ -177,7 +215,7 @@ pub fn split_host_port(s: &str) -> anyhow::Result<(&str, Option<u16>)> {
             p.parse::<u16>()
                 .ok()
                 .filter(|p| *p != 0)
-                .with_context(|| format!("`{p}` is not a port"))
+                .ok_or_else(|| PolicyError::BadPort(p.to_string()))
         })
         .transpose()?;
     Ok((host, port))
@@ -191,20 +229,20 @@ pub struct Cidr {
 }
 
 impl FromStr for Cidr {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> anyhow::Result<Cidr> {
+    type Err = PolicyError;
+    fn from_str(s: &str) -> Result<Cidr, PolicyError> {
         let (a, p) = s
             .split_once('/')
-            .context("a CIDR needs /PREFIX (e.g. 10.0.0.0/8)")?;
+            .ok_or_else(|| PolicyError::NoPrefix(s.to_string()))?;
         let addr: IpAddr = a
             .parse()
-            .with_context(|| format!("`{a}` is not an IP address"))?;
+            .map_err(|_| PolicyError::BadAddress(a.to_string()))?;
         let prefix: u8 = p
             .parse()
-            .with_context(|| format!("`{p}` is not a prefix length"))?;
+            .map_err(|_| PolicyError::BadPrefix(p.to_string()))?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         if prefix > max {
-            bail!("prefix /{prefix} is longer than {max}");
+            return Err(PolicyError::PrefixTooLong { prefix, max });
         }
         Ok(Cidr { addr, prefix })
     }
@@ -480,10 +518,10 @@ pub enum NetworkMode {
 }
 
 impl FromStr for NetworkMode {
-    type Err = anyhow::Error;
+    type Err = PolicyError;
     /// `none`, `allow:ORIGIN[,ORIGIN...]`, `ask` or `ask:ORIGIN[,...]`, `open`.
-    fn from_str(s: &str) -> anyhow::Result<NetworkMode> {
-        let list = |l: &str| -> anyhow::Result<Vec<Origin>> {
+    fn from_str(s: &str) -> Result<NetworkMode, PolicyError> {
+        let list = |l: &str| -> Result<Vec<Origin>, PolicyError> {
             l.split(',')
                 .map(str::trim)
                 .filter(|o| !o.is_empty())
@@ -496,18 +534,16 @@ impl FromStr for NetworkMode {
             None if s == "ask" => NetworkMode::Ask {
                 origins: Vec::new(),
             },
-            None if s == "allow" => bail!("`allow` needs origins: allow:https://example.com[,...]"),
+            None if s == "allow" => return Err(PolicyError::AllowWithoutOrigins),
             Some(("allow", l)) => {
                 let origins = list(l)?;
                 if origins.is_empty() {
-                    bail!("`allow:` needs at least one origin");
+                    return Err(PolicyError::AllowWithoutOrigins);
                 }
                 NetworkMode::Allow { origins }
             }
             Some(("ask", l)) => NetworkMode::Ask { origins: list(l)? },
-            _ => {
-                bail!("unknown network mode `{s}`: use none, allow:ORIGINS, ask[:ORIGINS] or open")
-            }
+            _ => return Err(PolicyError::UnknownMode(s.to_string())),
         })
     }
 }

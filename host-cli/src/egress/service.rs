@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
@@ -92,17 +92,43 @@ impl Paths {
     }
 }
 
+/// Why a session's egress proxy did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EgressError {
+    /// A file of the session, or the proxy's program, could not be used.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("encoding the egress settings: {0}")]
+    Config(#[from] serde_json::Error),
+    /// The proxy's sockets did not appear in time; `log` is the proxy's
+    /// own log (host text).
+    #[error("the egress proxy did not start within {waited:?}; its log says:\n{log}")]
+    NotStarted { waited: Duration, log: String },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> EgressError {
+    let what = what.into();
+    move |source| EgressError::Io { what, source }
+}
+
+/// How long [`start`] waits for the proxy's sockets.
+const START_WAIT: Duration = Duration::from_secs(5);
+
 /// Writes the config and starts the proxy process; returns its pid once
 /// its sockets exist.
 pub async fn start(
     paths: &Paths,
     cfg: &EgressConfig,
     guest_uid: Option<(u32, u32)>,
-) -> anyhow::Result<i32> {
+) -> Result<i32, EgressError> {
     std::fs::write(&paths.config, serde_json::to_vec_pretty(cfg)?)
-        .with_context(|| format!("writing {}", paths.config.display()))?;
-    let exe = std::env::current_exe().context("locating host-cli")?;
-    let log = std::fs::File::create(&paths.log).context("creating the egress log")?;
+        .map_err(io(format!("writing {}", paths.config.display())))?;
+    let exe = std::env::current_exe().map_err(io("locating host-cli"))?;
+    let log = std::fs::File::create(&paths.log).map_err(io("creating the egress log"))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("egress-proxy")
         .arg("--config")
@@ -122,22 +148,25 @@ pub async fn start(
     use std::os::unix::process::CommandExt as _;
     let child = cmd
         .stdin(std::process::Stdio::null())
-        .stdout(log.try_clone()?)
+        .stdout(log.try_clone().map_err(io("opening the egress log"))?)
         .stderr(log)
         .process_group(0)
         .spawn()
-        .context("starting the egress proxy")?;
+        .map_err(io("starting the egress proxy"))?;
     let pid = child.id() as i32;
     drop(child);
-    for _ in 0..200 {
+    let until = std::time::Instant::now() + START_WAIT;
+    while std::time::Instant::now() < until {
         if paths.control.exists() && paths.guest_socket.exists() {
             return Ok(pid);
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     stop(pid);
-    let tail = std::fs::read_to_string(&paths.log).unwrap_or_default();
-    bail!("the egress proxy did not start; its log says:\n{tail}")
+    Err(EgressError::NotStarted {
+        waited: START_WAIT,
+        log: std::fs::read_to_string(&paths.log).unwrap_or_default(),
+    })
 }
 
 /// Ends the proxy process (and its group).
@@ -485,6 +514,20 @@ impl NetworkArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_session_folder_that_is_gone_is_an_io_error_naming_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let gone = tmp.path().join("gone");
+        let paths = Paths::new(&gone, &gone.join("guest"));
+        match start(&paths, &EgressConfig::none(), None).await {
+            Err(EgressError::Io { what, source }) => {
+                assert_eq!(what, format!("writing {}", paths.config.display()));
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[tokio::test]
     async fn a_planted_symlink_does_not_redirect_the_guest_socket() {

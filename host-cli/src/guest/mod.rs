@@ -252,7 +252,7 @@ pub async fn start<B: Backend>(
             Err(e) => {
                 dir.save(&rec)?;
                 let _ = stop(store, &dir, &rec).await;
-                return Err(e.context("starting the egress proxy"));
+                return Err(anyhow::Error::new(e).context("starting the egress proxy"));
             }
         }
     }

@@ -20,19 +20,33 @@ fn origins_parse_and_compare_exactly() {
         o("https://[::1]:8443").host,
         Host::Ip("::1".parse().unwrap())
     );
-    for bad in [
-        "example.com",
-        "ftp://example.com",
-        "https://example.com/path",
-        "https://user@example.com",
-        "https://example.com?x",
-        "https://exa mple.com",
-        "https://example.com:0",
-        "https://example.com:99999",
-        "https://127.1",
-        "https://-bad-.com",
+    use PolicyError as E;
+    let s = |t: &str| t.to_string();
+    for (bad, why) in [
+        ("example.com", E::Scheme(s("example.com"))),
+        ("ftp://example.com", E::Scheme(s("ftp://example.com"))),
+        (
+            "https://example.com/path",
+            E::NotAnOrigin(s("https://example.com/path")),
+        ),
+        (
+            "https://user@example.com",
+            E::NotAnOrigin(s("https://user@example.com")),
+        ),
+        (
+            "https://example.com?x",
+            E::NotAnOrigin(s("https://example.com?x")),
+        ),
+        ("https://exa mple.com", E::BadName(s("exa mple.com"))),
+        ("https://example.com:0", E::BadPort(s("0"))),
+        ("https://example.com:99999", E::BadPort(s("99999"))),
+        ("https://127.1", E::NumericName(s("127.1"))),
+        ("https://-bad-.com", E::BadName(s("-bad-.com"))),
+        ("https://[::1", E::UnclosedBracket(s("[::1"))),
+        ("https://[::1]x", E::AfterBracket(s("[::1]x"))),
+        ("https://[::g]", E::BadIpv6(s("[::g]"))),
     ] {
-        assert!(bad.parse::<Origin>().is_err(), "{bad}");
+        assert_eq!(bad.parse::<Origin>(), Err(why), "{bad}");
     }
 }
 
@@ -53,7 +67,11 @@ fn ipv4_in_other_spellings_is_not_a_name() {
         "0x",
         "127.0.0.1.",
     ] {
-        assert!(Host::parse(disguised).is_err(), "{disguised}");
+        assert_eq!(
+            Host::parse(disguised),
+            Err(PolicyError::NumericName(disguised.to_string())),
+            "{disguised}"
+        );
     }
     // Names that merely contain digits or hex letters stay names.
     for name in ["0xdead.test", "123.example", "x0x1.test", "a1", "1a.0xg"] {
@@ -86,10 +104,17 @@ fn modes_parse() {
         "ask".parse::<NetworkMode>().unwrap(),
         NetworkMode::Ask { origins: vec![] }
     );
-    assert!("allow".parse::<NetworkMode>().is_err());
-    assert!("allow:".parse::<NetworkMode>().is_err());
-    assert!("allow:example.com".parse::<NetworkMode>().is_err());
-    assert!("everything".parse::<NetworkMode>().is_err());
+    let mode = |t: &str| t.parse::<NetworkMode>();
+    assert_eq!(mode("allow"), Err(PolicyError::AllowWithoutOrigins));
+    assert_eq!(mode("allow:"), Err(PolicyError::AllowWithoutOrigins));
+    assert_eq!(
+        mode("allow:example.com"),
+        Err(PolicyError::Scheme("example.com".into()))
+    );
+    assert_eq!(
+        mode("everything"),
+        Err(PolicyError::UnknownMode("everything".into()))
+    );
 }
 
 #[test]
@@ -537,8 +562,25 @@ fn cidrs() {
     let c: Cidr = "172.18.0.0/16".parse().unwrap();
     assert!(c.contains("172.18.200.1".parse().unwrap()));
     assert!(!c.contains("172.19.0.1".parse().unwrap()));
-    assert!("10.0.0.0/33".parse::<Cidr>().is_err());
-    assert!("10.0.0.0".parse::<Cidr>().is_err());
+    assert_eq!(
+        "10.0.0.0/33".parse::<Cidr>(),
+        Err(PolicyError::PrefixTooLong {
+            prefix: 33,
+            max: 32
+        })
+    );
+    assert_eq!(
+        "10.0.0.0".parse::<Cidr>(),
+        Err(PolicyError::NoPrefix("10.0.0.0".into()))
+    );
+    assert_eq!(
+        "10.0.0.x/8".parse::<Cidr>(),
+        Err(PolicyError::BadAddress("10.0.0.x".into()))
+    );
+    assert_eq!(
+        "10.0.0.0/x".parse::<Cidr>(),
+        Err(PolicyError::BadPrefix("x".into()))
+    );
     let v6: Cidr = "fd00::/8".parse().unwrap();
     assert!(v6.contains("fd12::1".parse().unwrap()));
 }
