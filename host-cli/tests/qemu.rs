@@ -13,6 +13,12 @@
 //!   it closes it (typing reaches its shell);
 //! - `act` with a scaled coordinate space and `screenshot` work over the
 //!   link, with the ScaleMap of the size asked;
+//! - `--network allow:` works through the relay as in Docker: from the
+//!   VM's terminal, Python's urllib (the proxy variables the guest's entry
+//!   sets) reaches an allowed origin of a "fake internet" on this host (a
+//!   server of the test on 127.0.0.1, its names pinned with
+//!   `--egress-resolve`), while a request for another name pinned to the
+//!   same server never lands there and is journaled as denied;
 //! - after `kill -9` of QEMU, `guest gc` leaves no process and no folder.
 //!
 //! Prerequisites: `qemu-system-<arch>` and the VM image (`make guest-vm`),
@@ -101,6 +107,53 @@ fn lit_share(png_bytes: &[u8]) -> f64 {
     lit as f64 / (pixels.len() / px).max(1) as f64
 }
 
+/// The "fake internet": an HTTP server on 127.0.0.1 that records the
+/// path and Host of every request it is sent, and answers 200.
+struct FakeInternet {
+    port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+}
+
+impl FakeInternet {
+    fn start() -> FakeInternet {
+        use std::io::{BufRead as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>> = Default::default();
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut reader = std::io::BufReader::new(&stream);
+                let mut first = String::new();
+                let _ = reader.read_line(&mut first);
+                let mut host = String::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                        break;
+                    }
+                    if let Some((k, v)) = line.split_once(':')
+                        && k.eq_ignore_ascii_case("host")
+                    {
+                        host = v.trim().to_string();
+                    }
+                }
+                let path = first.split_whitespace().nth(1).unwrap_or("").to_string();
+                log.lock().unwrap().push((path, host));
+                let _ = (&stream).write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n",
+                );
+            }
+        });
+        FakeInternet { port, seen }
+    }
+
+    fn seen(&self) -> Vec<(String, String)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
 #[test]
 fn a_vm_guest_boots_acts_and_leaves_nothing_behind() {
     if !vm_ready() {
@@ -114,8 +167,17 @@ fn a_vm_guest_boots_acts_and_leaves_nothing_behind() {
         state: state.clone(),
         name: name.clone(),
     };
+    // `allow:` one origin of the fake internet; another name pinned to the
+    // same server is not allowed (a request that got through would land).
+    let internet = FakeInternet::start();
+    let port = internet.port;
     let started = host_cli(&state)
         .args(["guest", "start", "--backend", "qemu", "--name", &name])
+        .arg("--network")
+        .arg(format!("allow:http://allowed.test:{port}"))
+        .args(["--egress-resolve", "allowed.test=127.0.0.1"])
+        .args(["--egress-resolve", "blocked.test=127.0.0.1"])
+        .args(["--allow-private", "127.0.0.1/32"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&started.stderr).to_string();
@@ -151,6 +213,61 @@ fn a_vm_guest_boots_acts_and_leaves_nothing_behind() {
         "terminal on screen {:.1} s after Super+T",
         t.elapsed().as_secs_f64()
     );
+    // The relay, from the VM's shell: the blocked name first, then the
+    // allowed one (each its own python3, so the refusal cannot stop the
+    // second). When the allowed request has landed, the blocked one has
+    // been decided.
+    let get = |h: &str| {
+        format!(
+            "python3 -c \"import urllib.request as u; u.urlopen('http://{h}.test:{port}/vm-{h}', timeout=60)\""
+        )
+    };
+    let line = format!("{}; {}\n", get("blocked"), get("allowed"));
+    act(&serde_json::json!([{"type": "type", "text": line}]).to_string());
+    let t = Instant::now();
+    let deadline = t + Duration::from_secs(120);
+    while !internet.seen().iter().any(|(p, _)| p == "/vm-allowed") {
+        assert!(
+            Instant::now() < deadline,
+            "the allowed request never reached the fake internet: {:?}",
+            internet.seen()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!(
+        "allowed request landed {:.1} s after it was typed",
+        t.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        internet.seen(),
+        [("/vm-allowed".to_string(), format!("allowed.test:{port}"))],
+        "only the allowed origin's request may land"
+    );
+    let dir = state.join("sessions").join(&name);
+    let journal = std::fs::read_to_string(dir.join("egress.jsonl")).unwrap();
+    let decisions: Vec<Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["kind"] == "egress")
+        .collect();
+    let decided = |origin: &str| -> Vec<String> {
+        decisions
+            .iter()
+            .filter(|e| e["origin"] == origin)
+            .map(|e| e["decision"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        decided(&format!("http://blocked.test:{port}")),
+        ["denied"],
+        "{journal}"
+    );
+    assert_eq!(
+        decided(&format!("http://allowed.test:{port}")),
+        ["allowed"],
+        "{journal}"
+    );
+
     // Typing reaches its shell: `exit` closes it, the screen is empty again.
     act(r#"[{"type":"type","text":"exit\n"},{"type":"wait"}]"#);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -162,7 +279,6 @@ fn a_vm_guest_boots_acts_and_leaves_nothing_behind() {
         std::thread::sleep(Duration::from_millis(500));
     }
 
-    let dir = state.join("sessions").join(&name);
     let rec: Value =
         serde_json::from_slice(&std::fs::read(dir.join("session.json")).unwrap()).unwrap();
     let qemu_pid = rec["qemu"]["pid"].as_i64().unwrap();
@@ -203,7 +319,13 @@ fn a_vm_guest_boots_acts_and_leaves_nothing_behind() {
             );
         }
     }
-    for f in ["console.log", "qemu.log", "link.log"] {
+    for f in [
+        "console.log",
+        "qemu.log",
+        "link.log",
+        "egress.log",
+        "egress.jsonl",
+    ] {
         let text = std::fs::read(dir.join(f)).unwrap_or_default();
         assert!(
             !String::from_utf8_lossy(&text).contains(token),
