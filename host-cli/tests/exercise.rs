@@ -50,17 +50,9 @@ fn containers_of(state: &std::path::Path) -> Vec<String> {
 /// whatever the test runs from, so it can never prompt on a developer's
 /// terminal (and hang there) when a test expects no terminal at all.
 fn host_cli(state: &std::path::Path) -> Command {
-    use std::os::unix::process::CommandExt as _;
-    let mut c = Command::new(HOST_CLI);
+    let mut c = sandtop_testkit::command::detached(HOST_CLI);
     c.env("SANDTOP_STATE_DIR", state)
-        .env_remove("OPENAI_API_KEY")
-        .stdin(Stdio::null());
-    // SAFETY: between fork and exec the child calls setsid(2) alone, which
-    // is async-signal-safe and touches no memory of the parent's.
-    #[allow(unsafe_code)]
-    unsafe {
-        c.pre_exec(|| rustix::process::setsid().map(drop).map_err(Into::into));
-    }
+        .env_remove("OPENAI_API_KEY");
     c
 }
 

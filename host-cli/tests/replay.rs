@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use base64::Engine as _;
 use host_cli::agent::exercise::Frame;
@@ -18,16 +18,9 @@ use serde_json::Value;
 const HOST_CLI: &str = env!("CARGO_BIN_EXE_host-cli");
 
 fn host_cli(state: &Path) -> Command {
-    use std::os::unix::process::CommandExt as _;
-    let mut c = Command::new(HOST_CLI);
+    let mut c = sandtop_testkit::command::detached(HOST_CLI);
     c.env("SANDTOP_STATE_DIR", state)
-        .env_remove("OPENAI_API_KEY")
-        .stdin(Stdio::null());
-    // SAFETY: between fork and exec the child calls setsid(2) alone.
-    #[allow(unsafe_code)]
-    unsafe {
-        c.pre_exec(|| rustix::process::setsid().map(drop).map_err(Into::into));
-    }
+        .env_remove("OPENAI_API_KEY");
     c
 }
 

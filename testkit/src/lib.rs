@@ -7,9 +7,11 @@
 //! test X client that records every input event it receives
 //! ([`recorder`]), what a record of input events leaves pressed
 //! ([`held`]), hand-built TLS ClientHellos for the egress proxy's tests
-//! ([`tls`]), and the skip policy ([`skip`]).
+//! ([`tls`]), the skip policy ([`skip`]), and host-cli started without a
+//! controlling terminal ([`command`]).
 //! What it is not: a place for production code; nothing here ships.
 
+pub mod command;
 pub mod held;
 pub mod mock_responses;
 pub mod openapi;
