@@ -14,6 +14,11 @@
 //! Tab URLs travel in full here (the host reduces them to origins before
 //! the model sees them) and are capped by the daemon at
 //! [`MAX_URL_BYTES`]; titles at [`MAX_TITLE_BYTES`].
+//!
+//! Size: ~765 lines, tests apart (`browser/tests.rs`): the two endpoints'
+//! wire types, kept together so each of `BrowserCall`'s 31 members sits
+//! beside its limits and its `check` (~165 lines). If it grows, the page
+//! read's types (`BrowserRead`, `ReadElement`, ...) are the natural split.
 
 use serde::{Deserialize, Serialize};
 

@@ -18,6 +18,11 @@
 //!   (nothing or a known prefix ran) or `unknown` (sent, no answer). A
 //!   resume continues after the last completed step and refuses to go past
 //!   a `pending`/`unknown` call until the operator reconciles it (rule 18).
+//!
+//! Size: ~620 lines, tests apart (`record/tests.rs`): the trajectory's one
+//! schema, `Entry` (26 kinds; ~250 lines with the structs they carry), by
+//! the `Recorder` that writes it and the strict reader and resume. If it
+//! grows, the image references (`externalize`, `internalize`, ...) go first.
 
 use std::fs::File;
 use std::io::Write as _;

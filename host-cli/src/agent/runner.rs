@@ -32,6 +32,11 @@
 //! 7. Stop on a final answer (a commentary-only reply is none), the step or
 //!    time budget (the last allowed request cannot start new effects, rule
 //!    13), Ctrl-C (between operations, rule 15) or a denial.
+//!
+//! Size: ~740 lines, no inline tests; the loop itself is in the eight
+//! modules of `runner/`. Here is what they share: the options, `Runner` and
+//! its common methods, the types a step passes between them, and the
+//! context budget (`apply_budget` and its helpers, which would move first).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
