@@ -105,6 +105,11 @@ struct ServeArgs {
     /// directory).
     #[arg(long, value_name = "DIR")]
     browser_profiles: Option<PathBuf>,
+    /// Let the host read files beneath this folder (`/v1/files/read`: the
+    /// guest's home, where the applications keep their records). Without
+    /// it the daemon reads no files for anyone.
+    #[arg(long, value_name = "DIR")]
+    files_root: Option<PathBuf>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
@@ -295,11 +300,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 .unwrap_or_else(std::env::temp_dir),
             start_timeout: std::time::Duration::from_secs(60),
         });
-    let state = Arc::new(
-        ApiState::new(desktop.clone(), token, Arc::clone(&health))
-            .with_browser(sandtopd::browser::BrowserService::new(browser))
-            .with_x_display(reported),
-    );
+    let mut state = ApiState::new(desktop.clone(), token, Arc::clone(&health))
+        .with_browser(sandtopd::browser::BrowserService::new(browser))
+        .with_x_display(reported);
+    if let Some(root) = &args.files_root {
+        if !root.is_absolute() || !root.is_dir() {
+            bail!(
+                "--files-root {}: must be an absolute path to a folder",
+                root.display()
+            );
+        }
+        state = state.with_files_root(root.clone());
+    }
+    let state = Arc::new(state);
     let mut listeners = vec![api::server::bind_unix(&args.socket).await?];
     if let Some(addr) = args.tcp {
         listeners.push(api::server::bind_tcp(addr).await?);

@@ -299,6 +299,8 @@ const CHECKED_SCHEMAS: &[&str] = &[
     "ScreenshotOptions",
     "FrameRequest",
     "FrameReply",
+    "ReadFileRequest",
+    "ReadFileReply",
 ];
 
 fn schema(name: &str) -> &'static jsonschema::Validator {
@@ -344,6 +346,7 @@ fn check_reply(path: &str, status: StatusCode, body: &[u8], token: &str) -> Valu
         (200, paths::ACTIONS) => "BatchResponse",
         (200, paths::SCREENSHOT) => "ScreenshotResponse",
         (200, paths::FRAME) => "FrameReply",
+        (200, paths::FILES_READ) => "ReadFileReply",
         (200, _) => panic!("{path}: unexpected 200: {}", brief(&json)),
         _ => "ErrorBody",
     };
@@ -882,6 +885,14 @@ fn openapi_paths_statuses_and_limits_match_the_code() {
             &[
                 "200", "400", "401", "403", "404", "405", "409", "413", "415", "422", "500", "502",
                 "503", "504",
+            ],
+        ),
+        (
+            paths::FILES_READ,
+            "post",
+            "ReadFileReply",
+            &[
+                "200", "400", "401", "403", "404", "405", "413", "415", "422", "500", "503", "504",
             ],
         ),
     ];
@@ -3346,3 +3357,56 @@ async fn a16_a_thousand_concurrent_clients_get_answers_and_input_is_never_queued
 /// The live view's frames (`/v1/frame`).
 #[path = "api/frame.rs"]
 mod frame;
+
+/// `/v1/files/read` (rule 54): a file beneath the files root comes back
+/// byte-exact; a missing one is 404, a path outside or through a planted
+/// link 400, and a daemon without `--files-root` reads nothing.
+#[tokio::test]
+async fn files_read_serves_only_regular_files_beneath_its_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("home");
+    std::fs::create_dir_all(root.join("demo")).unwrap();
+    let record = "{\"name\":\"Zoë 山田\"}\n\u{1b}[2J".as_bytes();
+    std::fs::write(root.join("demo/s.jsonl"), record).unwrap();
+    std::fs::write(tmp.path().join("outside"), "host").unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("outside"), root.join("link")).unwrap();
+    let r = root.clone();
+    let fx = Fx::build(SCREEN, move |s| s.files_root = Some(r));
+    let read = |p: String| fx.call(fx.post(paths::FILES_READ, &json!({ "path": p })));
+    let at = |rel: &str| format!("{}/{rel}", root.display());
+    let ok = read(at("demo/s.jsonl")).await;
+    ok.assert_ok();
+    assert_eq!(ok.json["size"], record.len());
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(ok.json["data"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(data, record);
+    read(at("demo/none"))
+        .await
+        .assert_error(404, ErrorCode::NotFound);
+    read(at("link"))
+        .await
+        .assert_error(400, ErrorCode::BadRequest);
+    read(at("demo/../../outside"))
+        .await
+        .assert_error(400, ErrorCode::BadRequest);
+    read(format!("{}/outside", tmp.path().display()))
+        .await
+        .assert_error(400, ErrorCode::BadRequest);
+    read("demo/s.jsonl".into())
+        .await
+        .assert_error(400, ErrorCode::BadRequest);
+    // Unknown fields are refused like everywhere.
+    fx.call(fx.post(
+        paths::FILES_READ,
+        &json!({"path": at("demo/s.jsonl"), "x": 1}),
+    ))
+    .await
+    .assert_error(400, ErrorCode::BadRequest);
+    // Without a files root: nothing is read.
+    let plain = Fx::new();
+    plain
+        .call(plain.post(paths::FILES_READ, &json!({ "path": at("demo/s.jsonl") })))
+        .await
+        .assert_error(404, ErrorCode::NotFound);
+}

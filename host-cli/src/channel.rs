@@ -257,6 +257,42 @@ impl Channel {
         })
     }
 
+    /// `POST /v1/files/read`: one file of the guest user's (host only);
+    /// `None` when the guest has no such file. The size is checked against
+    /// the bytes and the limit; the bytes are the guest's data.
+    pub async fn read_file(&mut self, path: &str) -> Result<Option<Vec<u8>>, ChannelError> {
+        use base64::Engine as _;
+        use sandtop_protocol::files::{MAX_READ_BYTES, ReadFileReply, ReadFileRequest};
+        let body = serde_json::to_vec(&ReadFileRequest { path: path.into() })
+            .map_err(|e| ChannelError::Http(e.to_string()))?;
+        let r: ReadFileReply = match self
+            .exchange(Method::POST, paths::FILES_READ, Some(body))
+            .await
+        {
+            Err(ChannelError::Daemon { body, .. }) if body.code == ErrorCode::NotFound => {
+                return Ok(None);
+            }
+            other => other?,
+        };
+        if r.size > MAX_READ_BYTES || r.data.len() as u64 > MAX_READ_BYTES.div_ceil(3) * 4 {
+            return Err(ChannelError::BadReply(format!(
+                "a file of {} bytes: more than {MAX_READ_BYTES}",
+                r.size
+            )));
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(&r.data)
+            .map_err(|_| ChannelError::BadReply("a file's data is not base64".into()))?;
+        if bytes.len() as u64 != r.size {
+            return Err(ChannelError::BadReply(format!(
+                "a file's size says {} bytes, its data holds {}",
+                r.size,
+                bytes.len()
+            )));
+        }
+        Ok(Some(bytes))
+    }
+
     /// `POST /v1/screenshot`, validated.
     pub async fn screenshot(
         &mut self,

@@ -20,6 +20,7 @@ pub mod paths {
     pub const BROWSER_STATE: &str = "/v1/browser/state";
     pub const BROWSER_CALL: &str = "/v1/browser/call";
     pub const FRAME: &str = "/v1/frame";
+    pub const FILES_READ: &str = "/v1/files/read";
 }
 
 /// Checks that a peer's protocol version has our major number.

@@ -25,6 +25,7 @@ mod api;
 pub mod browser;
 pub mod desktop;
 mod error;
+pub mod files;
 pub mod frame;
 pub mod keys;
 pub mod limits;

@@ -17,6 +17,7 @@
 //! answered, and `/v1/info` reports `draining`, then `closed`.
 
 pub mod error;
+mod files;
 pub mod guard;
 pub mod lifecycle;
 pub mod reply;
@@ -66,6 +67,9 @@ pub struct ApiState {
     pub browser: Arc<BrowserService>,
     /// The X display's name, kept current by the supervisor (`/v1/info`).
     pub x_display: Option<crate::supervise::DisplayName>,
+    /// The folder `/v1/files/read` reads beneath (`--files-root`); `None`
+    /// reads nothing.
+    pub files_root: Option<std::path::PathBuf>,
 }
 
 impl ApiState {
@@ -81,7 +85,15 @@ impl ApiState {
             in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
             browser: Arc::new(BrowserService::new(None)),
             x_display: None,
+            files_root: None,
         }
+    }
+
+    /// The same state reading files beneath `root` for the host
+    /// (`/v1/files/read`).
+    pub fn with_files_root(mut self, root: std::path::PathBuf) -> ApiState {
+        self.files_root = Some(root);
+        self
     }
 
     /// The same state reporting the X display's current name in `/v1/info`.
@@ -112,6 +124,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route(paths::FRAME, post(frame))
         .route(paths::BROWSER_STATE, post(browser_state))
         .route(paths::BROWSER_CALL, post(browser_call))
+        .route(paths::FILES_READ, post(files::read))
         .route_layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             count_work,

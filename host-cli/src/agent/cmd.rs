@@ -10,6 +10,11 @@
 //!    then hand everything to [`Runner`].
 //! 5. Print the outcome with usage totals; exit 0 only when the run
 //!    finished (and, for the exercise, when the checks passed).
+//!
+//! Size: ~700 lines, no inline tests: `run` and `run_on` (~300 lines) take
+//! the steps above in order, beside the helpers `cmd/exercise_cmd.rs` also
+//! uses (`session_for`, `operator`, `serve_control`, ...). The rest is in
+//! `cmd/`; if it grows, `tool_choice` and `run_options` would move next.
 
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
@@ -24,7 +29,7 @@ use serde_json::json;
 
 use super::approve::{Approvals, Policy, Terminal};
 use super::browser::{self, Toolset, UrlPolicy};
-use super::exercise::{self, ExerciseScript};
+use super::exercise::{self, ExerciseScript, Pace};
 use super::grants::Grants;
 use super::model::{Model, OpenAiModel, RetryPolicy};
 use super::progress::{EventsFormat, Progress};

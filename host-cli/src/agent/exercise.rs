@@ -12,6 +12,11 @@
 //! next window is ready (the form's blue button, the editor's blank page,
 //! the dialog's selected place), waiting with `wait` actions, never with
 //! sleeps of its own.
+//!
+//! Size: ~670 lines, ~240 of them inline tests: the desktop script (one
+//! `Stage` per window it waits for, paced by `Patience`) and the two checks
+//! of what it leaves (`check_submission`, `check_note`), which share the
+//! constants it types. If it grows, the tests go to `exercise/tests.rs`.
 
 use std::time::{Duration, Instant};
 
@@ -93,6 +98,27 @@ impl Patience {
         ask_again_after: Duration::from_secs(10),
         confirm_again_after: Duration::from_secs(2),
     };
+    /// A guest under software emulation (QEMU's TCG): Firefox takes
+    /// 30-40 s to show the demo form here, against ~2 s in a container.
+    /// A launch is asked for again only after 90 s, so a slow one is not
+    /// doubled.
+    const EMULATED: Patience = Patience {
+        max_turns: 150,
+        max_time: Duration::from_secs(240),
+        ask_again_after: Duration::from_secs(90),
+        confirm_again_after: Duration::from_secs(8),
+    };
+}
+
+/// How fast the guest is: it sets the script's patience and the run's
+/// budgets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pace {
+    /// A container, or a VM with a hardware accelerator.
+    #[default]
+    Native,
+    /// A VM under software emulation (TCG).
+    Emulated,
 }
 
 /// The `wait` actions of one waiting turn: one while the window may just
@@ -122,6 +148,15 @@ impl ExerciseScript {
             form_only,
             checked: false,
         }
+    }
+
+    /// The same script, as patient as `pace` needs.
+    pub fn at_pace(mut self, pace: Pace) -> ExerciseScript {
+        self.patience = match pace {
+            Pace::Native => Patience::DEFAULT,
+            Pace::Emulated => Patience::EMULATED,
+        };
+        self
     }
 }
 

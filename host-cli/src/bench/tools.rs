@@ -110,7 +110,8 @@ async fn one_way(
         .start(name.clone(), sandtop_protocol::Size::new(1280, 800))
         .await?;
     let mut channel = open(backend, started.store, &rec, ChannelMode::Auto).await?;
-    let (mut model, opts) = crate::agent::cmd::exercise_setup(browser, true)?;
+    let (mut model, opts) =
+        crate::agent::cmd::exercise_setup(browser, true, crate::agent::exercise::Pace::Native)?;
     // The run folder stays, as any run's does.
     let dir = started
         .store

@@ -55,11 +55,12 @@ pub struct ExerciseArgs {
 pub fn exercise_setup(
     browser: bool,
     form_only: bool,
+    pace: Pace,
 ) -> anyhow::Result<(ScriptedModel, RunOptions)> {
     let model = if browser {
         ScriptedModel::new(Box::new(exercise::browser::BrowserScript::new(!form_only)))
     } else {
-        ScriptedModel::new(Box::new(ExerciseScript::new(form_only)))
+        ScriptedModel::new(Box::new(ExerciseScript::new(form_only).at_pace(pace)))
     };
     let toolset = if browser {
         let policy =
@@ -86,9 +87,16 @@ pub fn exercise_setup(
         browser: toolset,
         instructions: None,
         // Room for slow launches: a slow waiting turn is about a second, and
-        // the script waits up to a minute per window (exercise.rs).
-        max_steps: 150,
-        max_duration: Some(Duration::from_secs(300)),
+        // the script waits up to a minute per window (exercise.rs), four
+        // under emulation.
+        max_steps: match pace {
+            Pace::Native => 150,
+            Pace::Emulated => 500,
+        },
+        max_duration: Some(match pace {
+            Pace::Native => Duration::from_secs(300),
+            Pace::Emulated => Duration::from_secs(900),
+        }),
         // As `run` with a model: nothing stored, the conversation resent.
         store: false,
         stream: false,
@@ -105,11 +113,34 @@ pub fn exercise_setup(
     Ok((model, opts))
 }
 
+/// Whether the exercise can run on this backend.
+fn check_backend(backend: BackendKind, browser: bool) -> anyhow::Result<()> {
+    match backend {
+        BackendKind::Docker => Ok(()),
+        // The VM boots the same image; the browser exercise provisions its
+        // account through `docker exec`, which a VM does not have.
+        BackendKind::Qemu if !browser => Ok(()),
+        BackendKind::Qemu => bail!(
+            "the browser exercise (--browser) needs a Docker guest: it provisions the demo \
+             account through docker exec, and a VM guest has no exec path"
+        ),
+        BackendKind::Local => bail!(
+            "the exercise needs a guest built from the image (--backend docker or qemu): its \
+             browser, editor and demo app live there"
+        ),
+    }
+}
+
 /// `host-cli exercise`.
 pub async fn exercise(a: ExerciseArgs) -> anyhow::Result<ExitCode> {
     // A credentials file others could read is refused before a guest boots.
     if let Some(p) = &a.credentials {
         exercise::sign_in::Account::from_credentials(&Credentials::open(p)?)?;
+    }
+    // A guest this exercise cannot use is refused before it boots (for a
+    // --session, by exercise_on).
+    if a.session.is_none() {
+        check_backend(a.backend, a.browser)?;
     }
     let store = Store::open()?;
     let t0 = std::time::Instant::now();
@@ -140,16 +171,24 @@ pub(super) async fn exercise_on(
     rec: &SessionRecord,
     a: &ExerciseArgs,
 ) -> anyhow::Result<ExitCode> {
-    if rec.backend() != BackendKind::Docker {
-        bail!(
-            "the exercise needs a Docker guest (its browser, editor and demo app live in the image)"
-        );
-    }
+    check_backend(rec.backend(), a.browser)?;
+    let pace = match rec.qemu().map(|q| q.accel) {
+        Some(crate::session::Accel::Tcg) => Pace::Emulated,
+        _ => Pace::Native,
+    };
     let _lock = lock_session(dir)?;
     let mut channel = guest::open_channel(dir, rec).await?;
     let run = run_dir(store, a.record.clone(), &rec.name);
     let mut recorder = Recorder::create(&run)?;
-    let (mut model, opts) = exercise_setup(a.browser, false)?;
+    let (mut model, opts) = exercise_setup(a.browser, false, pace)?;
+    if pace == Pace::Emulated {
+        eprintln!(
+            "host-cli: the guest runs under software emulation: the exercise waits up to 4 min \
+             for each window and the run's budget is {} steps in {} s",
+            opts.max_steps,
+            opts.max_duration.map_or(0, |d| d.as_secs())
+        );
+    }
     recorder.write(&Entry::RunStarted(Box::new(Started {
         task: opts.task.clone(),
         session: rec.name.clone(),
@@ -161,12 +200,12 @@ pub(super) async fn exercise_on(
     })))?;
     // The sign-in's account: provisioned in the guest (through exec's
     // standard input), and the credentials file the operator answers from.
-    let docker = DockerBackend::connect().await?;
-    let container = rec
-        .docker()
-        .map(|d| d.container_id.clone())
-        .context("the session has no container")?;
-    let (account, temp_credentials) = if a.browser {
+    let (account, temp_credentials, docker) = if a.browser {
+        let docker = DockerBackend::connect().await?;
+        let container = rec
+            .docker()
+            .map(|d| d.container_id.clone())
+            .context("the session has no container")?;
         let (account, temp) = match &a.credentials {
             Some(p) => (
                 exercise::sign_in::Account::from_credentials(&Credentials::open(p)?)?,
@@ -196,9 +235,9 @@ pub(super) async fn exercise_on(
                 r.exit_code
             );
         }
-        (Some(account), temp)
+        (Some(account), temp, Some((docker, container)))
     } else {
-        (None, None)
+        (None, None, None)
     };
     let credentials_path = a
         .credentials
@@ -246,19 +285,16 @@ pub(super) async fn exercise_on(
         return Ok(exit_for(outcome.ending));
     }
     drop(temp_credentials);
-    // Check the real records inside the guest.
-    let read = |path: &'static str| {
-        let docker = &docker;
-        let container = container.clone();
-        async move {
-            let r = docker
-                .exec(&container, &["cat", path], None, Duration::from_secs(10))
-                .await?;
-            anyhow::Ok((r.exit_code == 0).then_some(r.stdout))
-        }
+    // Check the real records inside the guest, read by its daemon (the
+    // same path for a container and a VM).
+    let mut read = async |path: &'static str| {
+        channel
+            .read_file(path)
+            .await
+            .with_context(|| format!("reading {path} in the guest"))
     };
     let store_bytes = read(exercise::STORE_PATH).await?.unwrap_or_default();
-    let checks = if let Some(account) = &account {
+    let checks = if let (Some(account), Some((docker, container))) = (&account, &docker) {
         let sign_ins = read(exercise::sign_in::SIGN_INS_PATH)
             .await?
             .unwrap_or_default();
@@ -268,7 +304,7 @@ pub(super) async fn exercise_on(
         places.extend(exercise::sign_in::files_under(&dir.path));
         places.push((
             "the container's log".into(),
-            docker.all_logs(&container).await?.into_bytes(),
+            docker.all_logs(container).await?.into_bytes(),
         ));
         vec![
             exercise::check_submission(&store_bytes),
