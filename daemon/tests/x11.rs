@@ -17,6 +17,7 @@ use base64::Engine as _;
 use http::{Method, StatusCode};
 use sandtop_client::Client;
 use sandtop_protocol::{Fit, ScaleMap, Size};
+use sandtop_testkit::corpus::TYPING as CORPUS;
 use sandtop_testkit::recorder::{Rec, Recorder};
 use sandtop_testkit::skip;
 use sandtop_testkit::xvfb::Xvfb;
@@ -509,13 +510,6 @@ async fn chords_and_held_keys() {
         rec.keys_down()
     );
 }
-
-/// ASCII, accents, CJK, emoji, shell metacharacters, a leading dash,
-/// quotes, tabs and newlines. More than 19 distinct non-layout characters
-/// so spare keycodes get recycled.
-const CORPUS: &str = "-rf --no-preserve-root\nHello, World! éüß€中ж✓ 日本語の文字列と한국어 🙂🚀\n\
-$(touch /tmp/sandtop-pwned-MARK) `touch /tmp/sandtop-pwned-MARK` 'single' \"double\" \\back\\slash\n\
-\ttab\tseparated\tcolumns\nÀÉÎÕÜ àéîõü ñ ç ø å æ œ ĳ ŀ ł ő ű ș ț ğ ı İ ş\n";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn typing_reaches_a_client_exactly() {

@@ -11,6 +11,9 @@
 //! - the desktop answers at once: Super+T pressed as soon as the guest is
 //!   ready opens a terminal (seen in screenshots), and `exit` typed into
 //!   it closes it (typing reaches its shell);
+//! - the typing corpus typed into that terminal's `cat > FILE` arrives
+//!   byte-exact (the file read back through the daemon) and none of it
+//!   runs;
 //! - `act` with a scaled coordinate space and `screenshot` work over the
 //!   link, with the ScaleMap of the size asked;
 //! - `--network allow:` works through the relay as in Docker: from the
@@ -34,6 +37,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use sandtop_testkit::corpus::TYPING as CORPUS;
 use sandtop_testkit::skip;
 use serde_json::Value;
 
@@ -217,6 +221,50 @@ fn a_vm_guest_boots_acts_and_leaves_nothing_behind() {
         "terminal on screen {:.1} s after Super+T",
         t.elapsed().as_secs_f64()
     );
+    // The typing corpus (the E tier's, with its marks in the home
+    // folder): `cat > FILE` typed into the shell, the corpus, Ctrl-D; the
+    // file, read back through the daemon, holds exactly the corpus, and
+    // nothing of it ran.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let read = |path: &str| -> Option<Vec<u8>> {
+        rt.block_on(async {
+            let store = host_cli::session::Store::at(state.clone()).unwrap();
+            let dir = store.get(&name).unwrap();
+            let rec = dir.load().unwrap();
+            let mut ch = host_cli::guest::open_channel(&dir, &rec).await.unwrap();
+            ch.read_file(path).await.unwrap()
+        })
+    };
+    let typed = "/home/user/typed.txt";
+    let pwned = "/home/user/sandtop-pwned-vm";
+    let corpus = CORPUS.replace("/tmp/sandtop-pwned-MARK", pwned);
+    act(&serde_json::json!([{"type": "type", "text": format!("cat > {typed}\n")}]).to_string());
+    // cat has created the file (empty) once it reads the terminal.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while read(typed).is_none() {
+        assert!(Instant::now() < deadline, "cat never started");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    act(&serde_json::json!([
+        {"type": "type", "text": corpus},
+        {"type": "keypress", "keys": ["CTRL", "D"]},
+    ])
+    .to_string());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = read(typed).unwrap_or_default();
+        if got == corpus.as_bytes() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the terminal received other bytes:\n got: {:?}\nwant: {corpus:?}",
+            String::from_utf8_lossy(&got)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(read(pwned), None, "a command in the typed text ran");
+
     // The relay, from the VM's shell: the blocked name first, then the
     // allowed one (each its own python3, so the refusal cannot stop the
     // second). When the allowed request has landed, the blocked one has

@@ -12,6 +12,7 @@
 //! What it is not: a place for production code; nothing here ships.
 
 pub mod command;
+pub mod corpus;
 pub mod held;
 pub mod mock_responses;
 pub mod openapi;

@@ -49,12 +49,6 @@ use sandtop_tests::cases;
 use sandtop_tests::harness::Suite;
 use serde_json::{Value, json};
 
-/// The typing corpus of daemon/tests/x11.rs: ASCII, accents, CJK, emoji,
-/// `$(...)`, backticks, quotes, a leading `-`, newlines and tabs.
-const CORPUS: &str = "-rf --no-preserve-root\nHello, World! éüß€中ж✓ 日本語の文字列と한국어 🙂🚀\n\
-$(touch /tmp/sandtop-pwned-MARK) `touch /tmp/sandtop-pwned-MARK` 'single' \"double\" \\back\\slash\n\
-\ttab\tseparated\tcolumns\nÀÉÎÕÜ àéîõü ñ ç ø å æ œ ĳ ŀ ł ő ű ș ț ğ ı İ ş\n";
-
 const LONG: Duration = Duration::from_secs(30);
 
 #[path = "e2e/order.rs"]
@@ -72,6 +66,7 @@ use boundary::{
     the_guest_folder_is_capped_noexec_and_anonymous,
 };
 use desktop::the_desktop_shows_a_panel_whose_launchers_open_apps;
+use sandtop_testkit::corpus::TYPING as CORPUS;
 
 /// What every case gets.
 struct Ctx {
