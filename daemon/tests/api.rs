@@ -2823,6 +2823,12 @@ async fn a10_slow_clients_are_dropped_without_hurting_others() {
     let listener = bind_unix(&path).await.unwrap();
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "the socket is {mode:o}");
+    // Bound beside it and renamed into place: nothing else is left.
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["sandtopd.sock"]);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     // The head timeout injected short (10 s in production): what is tested
     // is that stalled clients are dropped and others are served meanwhile.
