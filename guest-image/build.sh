@@ -19,6 +19,8 @@
 #                           empty: no security suite). Skipped when unreachable.
 #   PULL_TIMEOUT   seconds allowed for `docker pull debian:bookworm-slim` (default: 20)
 #   VERBOSE=1      stream mmdebstrap and docker build output (default: shown on failure)
+#   BASE_ONLY=1    only make sure the base image exists (step c), without the
+#                  binaries: `make guest` builds it while cargo compiles
 #
 # Steps: (a) check the inputs; (b) hash them (sha256 over Dockerfile.guest,
 # every file under guest-image/ including packages.txt, the three binaries) and stop
@@ -101,12 +103,14 @@ docker version --format '{{.Server.Version}}' >/dev/null 2>&1 ||
     die "cannot talk to the Docker engine (is it running, may this user use it?)"
 [[ -f "$PACKAGES_FILE" ]] || die "missing $PACKAGES_FILE"
 [[ -f "$DOCKERFILE" ]] || die "missing $DOCKERFILE"
-[[ -f "$SANDTOPD_BIN" ]] ||
-    die "sandtopd binary not found at $SANDTOPD_BIN (build it: cargo build --release --locked -p sandtopd, or set SANDTOPD_BIN)"
-[[ -f "$DEMO_BIN" ]] ||
-    die "sandtop-demo binary not found at $DEMO_BIN (build it: cargo build --release --locked -p sandtop-demo, or set DEMO_BIN)"
-[[ -f "$PROBE_BIN" ]] ||
-    die "sandtop-probe binary not found at $PROBE_BIN (build it: cargo build --release --locked -p sandtop-probe, or set PROBE_BIN)"
+if [[ "${BASE_ONLY:-0}" != 1 ]]; then
+    [[ -f "$SANDTOPD_BIN" ]] ||
+        die "sandtopd binary not found at $SANDTOPD_BIN (build it: cargo build --release --locked -p sandtopd, or set SANDTOPD_BIN)"
+    [[ -f "$DEMO_BIN" ]] ||
+        die "sandtop-demo binary not found at $DEMO_BIN (build it: cargo build --release --locked -p sandtop-demo, or set DEMO_BIN)"
+    [[ -f "$PROBE_BIN" ]] ||
+        die "sandtop-probe binary not found at $PROBE_BIN (build it: cargo build --release --locked -p sandtop-probe, or set PROBE_BIN)"
+fi
 mapfile -t PACKAGES < <(read_packages)
 ((${#PACKAGES[@]} > 0)) || die "$PACKAGES_FILE lists no package"
 
@@ -127,9 +131,11 @@ input_hash() {
         printf 'sandtop-probe %s\n' "$(sha256sum <"$PROBE_BIN" | cut -c1-64)"
     } | sha256sum | cut -c1-64
 }
-HASH="$(input_hash)"
-log "input hash ${HASH:0:12}"
-if [[ "${FORCE:-0}" != 1 ]] && image_exists "$IMAGE"; then
+if [[ "${BASE_ONLY:-0}" != 1 ]]; then
+    HASH="$(input_hash)"
+    log "input hash ${HASH:0:12}"
+fi
+if [[ "${BASE_ONLY:-0}" != 1 && "${FORCE:-0}" != 1 ]] && image_exists "$IMAGE"; then
     current="$(docker image inspect -f '{{ index .Config.Labels "sandtop.input-hash" }}' "$IMAGE" 2>/dev/null || true)"
     if [[ "$current" == "$HASH" ]]; then
         log "guest image up to date ($IMAGE, input hash ${HASH:0:12}); FORCE=1 rebuilds"
@@ -211,6 +217,11 @@ else
             log "base: $BASE (offline base built)"
         fi
     fi
+fi
+
+if [[ "${BASE_ONLY:-0}" == 1 ]]; then
+    log "base ready: $BASE"
+    exit 0
 fi
 
 # --- (d) docker build ---------------------------------------------------------

@@ -6,7 +6,9 @@
 #      need (sandtopd, sandtop-demo, sandtop-probe, host-cli): the shared
 #      dependency tree is compiled once, not once per `cargo install`;
 #   2. guest-image/build.sh (offline, skipped when its inputs are
-#      unchanged);
+#      unchanged); its base image (mmdebstrap from Debian's mirrors: mostly
+#      downloads, ~75 s from nothing) is made while cargo compiles, with
+#      BASE_ONLY=1, its lines prefixed `base:`;
 #   3. host-cli and sandtopd copied into $BINDIR (default ~/.cargo/bin),
 #      only when they differ from what is there.
 #
@@ -28,9 +30,22 @@ phase() {
 }
 
 cd "$ROOT"
+# The base image needs no binary: it is made meanwhile (a no-op when it
+# exists). Its output is prefixed so the two streams stay readable.
+phase "making sure the guest's base image exists (in the background)"
+BASE_ONLY=1 ./guest-image/build.sh > >(sed -u 's/^/    base: /') 2>&1 &
+BASE_PID=$!
+trap 'kill "$BASE_PID" 2>/dev/null || :' EXIT
+
 phase "building sandtopd, sandtop-demo, sandtop-probe and host-cli (one release build)"
 "$CARGO" build --release --locked -p sandtopd -p sandtop-demo -p sandtop-probe -p host-cli
 
+phase "waiting for the base image"
+wait "$BASE_PID" || {
+    echo "make guest: the base image could not be made (its lines, prefixed base:, say why)" >&2
+    exit 1
+}
+trap - EXIT
 phase "building the guest image (guest-image/build.sh)"
 ./guest-image/build.sh
 

@@ -191,6 +191,15 @@ fn load_token(args: &ServeArgs) -> anyhow::Result<Token> {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     init_log(args.log_json);
+    // Checked before anything starts.
+    if let Some(root) = &args.files_root
+        && !(root.is_absolute() && root.is_dir())
+    {
+        bail!(
+            "--files-root {}: must be an absolute path to a folder",
+            root.display()
+        );
+    }
     let token = load_token(&args)?;
     let health = Arc::new(DisplayHealth::default());
     let wm_argv = args.wm.as_ref().map(|w| {
@@ -304,12 +313,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .with_browser(sandtopd::browser::BrowserService::new(browser))
         .with_x_display(reported);
     if let Some(root) = &args.files_root {
-        if !root.is_absolute() || !root.is_dir() {
-            bail!(
-                "--files-root {}: must be an absolute path to a folder",
-                root.display()
-            );
-        }
         state = state.with_files_root(root.clone());
     }
     let state = Arc::new(state);

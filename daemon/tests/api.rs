@@ -3389,7 +3389,7 @@ async fn files_read_serves_only_regular_files_beneath_its_root() {
     assert_eq!(data, record);
     read(at("demo/none"))
         .await
-        .assert_error(404, ErrorCode::NotFound);
+        .assert_error(404, ErrorCode::NoSuchFile);
     read(at("link"))
         .await
         .assert_error(400, ErrorCode::BadRequest);

@@ -97,6 +97,7 @@ pub fn code_meaning(code: ErrorCode) -> &'static str {
             "another client kept the pointer or keyboard frozen, so the input was not delivered"
         }
         ErrorCode::ShuttingDown => "the desktop is shutting down",
+        ErrorCode::NoSuchFile => "the guest has no such file",
         _ => "the desktop could not carry it out",
     }
 }
@@ -269,8 +270,16 @@ impl Channel {
             .exchange(Method::POST, paths::FILES_READ, Some(body))
             .await
         {
-            Err(ChannelError::Daemon { body, .. }) if body.code == ErrorCode::NotFound => {
+            Err(ChannelError::Daemon { body, .. }) if body.code == ErrorCode::NoSuchFile => {
                 return Ok(None);
+            }
+            // A daemon without --files-root, or one older than the
+            // endpoint: not "no record", which would fail a good run.
+            Err(ChannelError::Daemon { body, .. }) if body.code == ErrorCode::NotFound => {
+                return Err(ChannelError::BadReply(
+                    "the guest's daemon reads no files (an image older than host-cli? rebuild it: make guest)"
+                        .into(),
+                ));
             }
             other => other?,
         };

@@ -63,6 +63,51 @@ fn host_cli(state: &Path) -> Command {
     c
 }
 
+/// The command's output, or a failure (the process killed) after `limit`:
+/// a wedged run fails the tier instead of hanging it.
+fn output_within(c: &mut Command, limit: Duration) -> std::process::Output {
+    use std::io::Read as _;
+    let mut child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Drain both pipes meanwhile, so a chatty child never blocks on them.
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = out.read_to_end(&mut b);
+        b
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = err.read_to_end(&mut b);
+        b
+    });
+    let until = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = err_t.join().unwrap();
+            panic!(
+                "{c:?} did not end within {limit:?}:\n{}",
+                String::from_utf8_lossy(&stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    std::process::Output {
+        status,
+        stdout: out_t.join().unwrap(),
+        stderr: err_t.join().unwrap(),
+    }
+}
+
 fn ok(c: &mut Command) -> String {
     let out = c.output().unwrap();
     assert!(
@@ -337,18 +382,20 @@ fn a_vm_guest_boots_acts_and_leaves_nothing_behind() {
     // through the daemon (`/v1/files/read`: a VM has no exec path). Under
     // TCG the script waits up to 4 min per window, the run has 900 s.
     let t = Instant::now();
-    let out = host_cli(&state)
-        .args([
-            "exercise",
-            "--session",
-            &name,
-            "--approve-scripted-checks",
-            "--quiet",
-            "--record",
-        ])
-        .arg(tmp.path().join("exercise"))
-        .output()
-        .unwrap();
+    let out = output_within(
+        host_cli(&state)
+            .args([
+                "exercise",
+                "--session",
+                &name,
+                "--approve-scripted-checks",
+                "--quiet",
+                "--record",
+            ])
+            .arg(tmp.path().join("exercise")),
+        // The run's own budget under TCG is 900 s.
+        Duration::from_secs(1200),
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

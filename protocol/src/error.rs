@@ -83,6 +83,8 @@ error_codes! {
     NotActionable = "not_actionable" => 409,
     /// Browser: no open tab has this id.
     NoSuchTab = "no_such_tab" => 404,
+    /// `/v1/files/read`: the guest has no such file.
+    NoSuchFile = "no_such_file" => 404,
     /// Browser: `wait_for`'s text did not appear within its timeout.
     WaitTimedOut = "wait_timed_out" => 422,
     /// Browser: this daemon has no browser (started without one), or it

@@ -62,21 +62,28 @@ pub fn read_beneath(root: &PathBuf, rel: &Path) -> Result<Vec<u8>, ApiError> {
     let fd = rustix::fs::openat2(
         &dir,
         rel,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
         Mode::empty(),
         ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
     )
     .map_err(|e| match e {
         rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR => {
-            refuse(ErrorCode::NotFound, "no such file")
+            refuse(ErrorCode::NoSuchFile, "no such file")
         }
         rustix::io::Errno::LOOP | rustix::io::Errno::XDEV => refuse(
             ErrorCode::BadRequest,
             "path: crosses a symbolic link or leaves the files root",
         ),
-        rustix::io::Errno::ACCESS | rustix::io::Errno::PERM => {
-            refuse(ErrorCode::Forbidden, "the file cannot be read")
+        // A socket (ENXIO) or a part longer than a name may be.
+        rustix::io::Errno::NXIO | rustix::io::Errno::NAMETOOLONG => {
+            refuse(ErrorCode::BadRequest, "path: not a file that can be read")
         }
+        rustix::io::Errno::ACCESS => refuse(ErrorCode::Forbidden, "the file cannot be read"),
+        // openat2(2) is Linux 5.6+, and a seccomp filter may refuse it.
+        rustix::io::Errno::NOSYS | rustix::io::Errno::PERM => refuse(
+            ErrorCode::Internal,
+            "openat2 is not available to the daemon, so it reads no files",
+        ),
         _ => refuse(ErrorCode::Internal, "the file cannot be opened"),
     })?;
     let stat = rustix::fs::fstat(&fd).map_err(|_| refuse(ErrorCode::Internal, "fstat failed"))?;
@@ -124,7 +131,10 @@ mod tests {
             read_beneath(&root, &rel("demo/s.jsonl")).unwrap(),
             b"{\"a\":1}\n"
         );
-        assert_eq!(code(read_beneath(&root, &rel("nope"))), ErrorCode::NotFound);
+        assert_eq!(
+            code(read_beneath(&root, &rel("nope"))),
+            ErrorCode::NoSuchFile
+        );
         // A link the guest planted, to a file outside or inside: refused.
         std::os::unix::fs::symlink(tmp.path().join("secret"), root.join("out")).unwrap();
         std::os::unix::fs::symlink(root.join("demo/s.jsonl"), root.join("in")).unwrap();
@@ -140,9 +150,27 @@ mod tests {
             code(read_beneath(&root, &rel("../secret"))),
             ErrorCode::BadRequest
         );
-        // Not a regular file.
+        // Not a regular file: a folder, a FIFO (opened without blocking,
+        // refused before any read), a socket.
         assert_eq!(
             code(read_beneath(&root, &rel("demo"))),
+            ErrorCode::BadRequest
+        );
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            root.join("fifo"),
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            code(read_beneath(&root, &rel("fifo"))),
+            ErrorCode::BadRequest
+        );
+        let _sock = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
+        assert_eq!(
+            code(read_beneath(&root, &rel("sock"))),
             ErrorCode::BadRequest
         );
         // Too large.

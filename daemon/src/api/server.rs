@@ -80,22 +80,28 @@ pub async fn bind_unix(path: &Path) -> Result<Listener, ListenError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(io(e)),
     }
-    // Bound beside it, made 0600, then renamed into place: the socket
+    // Bound beside it, made 0600, then linked into place: the socket
     // appears at `path` only once it listens, with its final mode. (Bound
     // at `path` itself, it exists between bind(2) and listen(2), and a
     // client that waits for the file can be refused: an x11-tier test
-    // was, under load.) The temporary name is short, for sun_path's 108
-    // bytes.
+    // was, under load.) link(2) never replaces anything: a daemon that
+    // took the path meanwhile makes this one fail (InUse), as bind(2)
+    // would have. The staging name is shorter than most socket names,
+    // for sun_path's 108 bytes.
     static BINDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = BINDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let staging = path.with_file_name(format!(".sandtopd-{}-{n}.sock", std::process::id()));
+    let staging = path.with_file_name(format!(".{}.{n}", std::process::id()));
     let _ = std::fs::remove_file(&staging);
     let listener = UnixListener::bind(&staging).map_err(io)?;
     let placed = std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600))
-        .and_then(|()| std::fs::rename(&staging, path));
-    if let Err(e) = placed {
-        let _ = std::fs::remove_file(&staging);
-        return Err(io(e));
+        .and_then(|()| std::fs::hard_link(&staging, path));
+    let _ = std::fs::remove_file(&staging);
+    match placed {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(ListenError::InUse(path.to_path_buf()));
+        }
+        Err(e) => return Err(io(e)),
     }
     Ok(Listener::Unix(listener, path.to_path_buf()))
 }

@@ -96,13 +96,13 @@ impl Paths {
 #[derive(Debug, thiserror::Error)]
 pub enum EgressError {
     /// A file of the session, or the proxy's program, could not be used.
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         what: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("encoding the egress settings: {0}")]
+    #[error("encoding the egress settings")]
     Config(#[from] serde_json::Error),
     /// The proxy's sockets did not appear in time; `log` is the proxy's
     /// own log (host text).

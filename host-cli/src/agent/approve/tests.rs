@@ -360,9 +360,6 @@ fn targets_are_marked_where_the_actions_point() {
     assert_eq!(px(5, 5), &[0, 0, 0]);
 }
 
-/// A pseudo-terminal whose far end answers prompts: each `(prompt, line)`
-/// is typed once the prompt has been shown. Returns the terminal and a
-/// handle that yields everything the terminal showed (echo included).
 /// The thread's result, or a failure after 30 s: a question nobody can
 /// answer fails the test instead of hanging the whole run.
 fn joined<T>(h: std::thread::JoinHandle<T>) -> T {
@@ -377,6 +374,9 @@ fn joined<T>(h: std::thread::JoinHandle<T>) -> T {
     h.join().unwrap()
 }
 
+/// A pseudo-terminal whose far end answers prompts: each `(prompt, line)`
+/// is typed once the prompt has been shown. Returns the terminal and a
+/// handle that yields everything the terminal showed (echo included).
 fn pty(script: Vec<(&'static str, &'static str)>) -> (Terminal, std::thread::JoinHandle<String>) {
     use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
     use std::io::Read as _;

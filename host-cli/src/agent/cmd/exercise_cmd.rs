@@ -183,8 +183,8 @@ pub(super) async fn exercise_on(
     let (mut model, opts) = exercise_setup(a.browser, false, pace)?;
     if pace == Pace::Emulated {
         eprintln!(
-            "host-cli: the guest runs under software emulation: the exercise waits up to 4 min \
-             for each window and the run's budget is {} steps in {} s",
+            "host-cli: the guest runs under software emulation: the exercise gives a window at \
+             least 4 min before it gives up, within a run budget of {} steps in {} s",
             opts.max_steps,
             opts.max_duration.map_or(0, |d| d.as_secs())
         );
