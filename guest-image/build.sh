@@ -196,6 +196,12 @@ build_offline_base() {
     rm -f "$tarball"
 }
 
+OFFLINE_BASE="sandtop-base:bookworm-$(sha256sum <"$PACKAGES_FILE" | cut -c1-12)"
+if [[ "${BASE_ONLY:-0}" == 1 && -z "${BASE:-}" ]] && ! image_exists "$SLIM" && image_exists "$OFFLINE_BASE"; then
+    # Nothing to make: no pull attempt (up to PULL_TIMEOUT without a registry).
+    log "base ready: $OFFLINE_BASE (offline base already present)"
+    exit 0
+fi
 if [[ -n "${BASE:-}" ]]; then
     log "base: $BASE (from BASE)"
 elif image_exists "$SLIM"; then

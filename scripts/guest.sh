@@ -33,19 +33,23 @@ cd "$ROOT"
 # The base image needs no binary: it is made meanwhile (a no-op when it
 # exists). Its output is prefixed so the two streams stay readable.
 phase "making sure the guest's base image exists (in the background)"
-BASE_ONLY=1 ./guest-image/build.sh > >(sed -u 's/^/    base: /') 2>&1 &
+# Its own process group (setsid execs it in place), so that a failed
+# build or Ctrl-C stops mmdebstrap too, not only the script.
+BASE_ONLY=1 setsid ./guest-image/build.sh > >(sed -u 's/^/    base: /') 2>&1 &
 BASE_PID=$!
-trap 'kill "$BASE_PID" 2>/dev/null || :' EXIT
+trap 'kill -- -"$BASE_PID" 2>/dev/null || :' EXIT
 
 phase "building sandtopd, sandtop-demo, sandtop-probe and host-cli (one release build)"
 "$CARGO" build --release --locked -p sandtopd -p sandtop-demo -p sandtop-probe -p host-cli
 
 phase "waiting for the base image"
-wait "$BASE_PID" || {
+BASE_STATUS=0
+wait "$BASE_PID" || BASE_STATUS=$?
+trap - EXIT
+if ((BASE_STATUS != 0)); then
     echo "make guest: the base image could not be made (its lines, prefixed base:, say why)" >&2
     exit 1
-}
-trap - EXIT
+fi
 phase "building the guest image (guest-image/build.sh)"
 ./guest-image/build.sh
 
