@@ -7,8 +7,9 @@
 //! test X client that records every input event it receives
 //! ([`recorder`]), what a record of input events leaves pressed
 //! ([`held`]), hand-built TLS ClientHellos for the egress proxy's tests
-//! ([`tls`]), the skip policy ([`skip`]), and host-cli started without a
-//! controlling terminal ([`command`]).
+//! ([`tls`]), the skip policy ([`skip`]), host-cli started without a
+//! controlling terminal ([`command`]), and the typing corpus the tiers
+//! type ([`corpus`]).
 //! What it is not: a place for production code; nothing here ships.
 
 pub mod command;
