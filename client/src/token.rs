@@ -39,6 +39,9 @@ pub enum TokenError {
     },
     #[error("the token must be {} hex digits (256 bits)", TOKEN_BYTES * 2)]
     Malformed,
+    /// The token file does not hold a token (its text is not shown).
+    #[error("the token file {path} does not hold {} hex digits (256 bits)", TOKEN_BYTES * 2)]
+    MalformedFile { path: String },
     #[error("the OS random number generator failed: {0}")]
     Rng(String),
 }
@@ -64,7 +67,9 @@ impl Token {
     /// Reads and parses the token file at `path`.
     pub fn read(path: &Path) -> Result<Token, TokenError> {
         match std::fs::read_to_string(path) {
-            Ok(text) => Token::parse(&text),
+            Ok(text) => Token::parse(&text).map_err(|_| TokenError::MalformedFile {
+                path: path.display().to_string(),
+            }),
             Err(source) => Err(TokenError::Read {
                 path: path.display().to_string(),
                 source,
@@ -168,7 +173,7 @@ mod tests {
         std::fs::write(&path, "short").unwrap();
         assert!(matches!(
             Token::load_or_create(&path),
-            Err(TokenError::Malformed)
+            Err(TokenError::MalformedFile { .. })
         ));
         // Reading never creates: a missing file is an error.
         let missing = dir.path().join("missing");

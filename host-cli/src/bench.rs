@@ -357,7 +357,8 @@ async fn measure(
             }
         }
         if let Some(e) = first_err {
-            return Err(e.context(format!("starting {} guests side by side", args.guests)));
+            return Err(anyhow::Error::from(e)
+                .context(format!("starting {} guests side by side", args.guests)));
         }
         let recs = started.recs.clone();
         let mut steps = Vec::new();

@@ -418,7 +418,7 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                         eprintln!(
                             "host-cli: stopping {}: {}",
                             rec.name,
-                            crate::term::safe(&format!("{e:#}"))
+                            crate::term::safe(&e.chain())
                         );
                     }
                 }

@@ -71,8 +71,12 @@ fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -
 }
 
 /// First line of an error chain, for one-line output.
-fn one_line(e: &anyhow::Error) -> String {
-    format!("{e:#}").lines().next().unwrap_or("").to_string()
+fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    crate::chain::chain(e)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
 }
 
 /// Runs every check; prints them; exit 1 when one failed.
@@ -188,7 +192,7 @@ async fn guest_checks(backend: &DockerBackend) -> Vec<Check> {
         Err(e) => {
             out.push(fail(
                 "guest",
-                one_line(&e.into()),
+                one_line(&e),
                 "set SANDTOP_STATE_DIR to a writable folder",
             ));
             return out;
@@ -197,11 +201,7 @@ async fn guest_checks(backend: &DockerBackend) -> Vec<Check> {
     let name = match session::new_name() {
         Ok(n) => format!("doctor-{n}"),
         Err(e) => {
-            out.push(fail(
-                "guest",
-                one_line(&e.into()),
-                "the OS random source failed",
-            ));
+            out.push(fail("guest", one_line(&e), "the OS random source failed"));
             return out;
         }
     };
@@ -219,7 +219,7 @@ async fn guest_checks(backend: &DockerBackend) -> Vec<Check> {
                 format!("the guest did not start: {}", one_line(&e)),
                 "see the log tail above (RUST_LOG=debug for more); rebuild with `make guest`",
             ));
-            eprintln!("{}", crate::term::safe(&format!("{e:#}")));
+            eprintln!("{}", crate::term::safe(&e.chain()));
             for n in ["x", "xtest", "shm", "isolation"] {
                 out.push(check(n, Verdict::Skip, "needs a guest"));
             }
@@ -234,7 +234,7 @@ async fn guest_checks(backend: &DockerBackend) -> Vec<Check> {
     {
         eprintln!(
             "host-cli doctor: removing the throwaway guest {name}: {}",
-            crate::term::safe(&format!("{e:#}"))
+            crate::term::safe(&e.chain())
         );
     }
     match asked {
@@ -374,7 +374,13 @@ async fn isolation(backend: &DockerBackend, container: &str) -> Check {
     };
     let v: Value = match serde_json::from_slice(&r.stdout).context("the probe's output") {
         Ok(v) => v,
-        Err(e) => return fail("isolation", one_line(&e), "rebuild with `make guest`"),
+        Err(e) => {
+            return fail(
+                "isolation",
+                one_line(e.as_ref()),
+                "rebuild with `make guest`",
+            );
+        }
     };
     let zero = "0000000000000000";
     let mut bad = Vec::new();

@@ -29,6 +29,7 @@ macro_rules! out {
 pub mod agent;
 #[cfg(feature = "bench")]
 pub mod bench;
+pub mod chain;
 pub mod channel;
 pub mod cli;
 pub mod control;

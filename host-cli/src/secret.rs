@@ -22,14 +22,8 @@ impl Secret {
     }
 
     /// Reads a session's token file (parsed as a [`Token`]).
-    pub fn read(path: &Path) -> anyhow::Result<Secret> {
-        match Token::read(path) {
-            Ok(t) => Ok(t.into()),
-            Err(e @ TokenError::Malformed) => {
-                Err(anyhow::anyhow!("the token file {}: {e}", path.display()))
-            }
-            Err(e) => Err(e.into()),
-        }
+    pub fn read(path: &Path) -> Result<Secret, TokenError> {
+        Token::read(path).map(Secret::from)
     }
 
     pub fn expose(&self) -> &str {
@@ -70,7 +64,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("token");
         std::fs::write(&path, "hunter2-not-a-token").unwrap();
-        let e = Secret::read(&path).unwrap_err().to_string();
+        let e = Secret::read(&path).unwrap_err();
+        assert!(matches!(e, TokenError::MalformedFile { .. }), "{e:?}");
+        let e = e.to_string();
         assert!(e.contains("token file") && !e.contains("hunter2"), "{e}");
         let t = Token::generate().unwrap();
         std::fs::write(&path, format!("{}\n", t.expose())).unwrap();

@@ -61,6 +61,12 @@ pub enum SessionError {
     Remove { path: PathBuf, left: String },
     #[error("no random bytes for a session name: {0}")]
     Random(String),
+    /// The session folder is not private (0700) or not this user's.
+    #[error("the session folder {} must be private (0700) and yours", .0.display())]
+    NotPrivate(PathBuf),
+    /// The session's token file.
+    #[error(transparent)]
+    Token(#[from] sandtop_client::TokenError),
 }
 
 type Result<T> = std::result::Result<T, SessionError>;
@@ -281,8 +287,8 @@ impl Store {
         let left = match (unmounted, removed) {
             (Ok(()), Ok(_)) => return Ok(()),
             (Ok(()), Err(left)) => left.to_string(),
-            (Err(u), Ok(_)) => format!("{u:#}"),
-            (Err(u), Err(left)) => format!("{left}; {u:#}"),
+            (Err(u), Ok(_)) => crate::chain::chain(&u),
+            (Err(u), Err(left)) => format!("{left}; {}", crate::chain::chain(&u)),
         };
         Err(SessionError::Remove {
             path: dir.path.clone(),

@@ -49,7 +49,7 @@ fn vm_ready() -> bool {
         return skip::skip("qemu", &format!("{qemu} is not installed"));
     }
     if let Err(e) = host_cli::guest::qemu::VmImage::locate() {
-        return skip::skip("qemu", &format!("{e:#}"));
+        return skip::skip("qemu", &e.to_string());
     }
     true
 }

@@ -132,14 +132,14 @@ async fn setup(tmp: &Path) -> anyhow::Result<Option<Ctx>> {
             .with_image(docker::DEFAULT_IMAGE)
             .with_channel(ChannelMode::Auto),
         Err(e) => {
-            skip::skip("docker", &format!("{e:#}"));
+            skip::skip("docker", &e.chain());
             return Ok(None);
         }
     };
     if let Err(e) = backend.image_info().await {
         skip::skip(
             "docker",
-            &format!("{e:#} (make test builds it: make guest-image)"),
+            &format!("{} (make test builds it: make guest-image)", e.chain()),
         );
         return Ok(None);
     }
@@ -238,7 +238,7 @@ impl Guest {
     }
 
     fn token(&self) -> anyhow::Result<Secret> {
-        Secret::read(&self.dir.token_path())
+        Ok(Secret::read(&self.dir.token_path())?)
     }
 
     async fn channel(&self, mode: ChannelMode) -> anyhow::Result<Channel> {
@@ -247,7 +247,7 @@ impl Guest {
     }
 
     async fn exec(&self, argv: &[&str]) -> anyhow::Result<docker::ExecResult> {
-        self.ctx.backend.exec(self.id(), argv, None, LONG).await
+        Ok(self.ctx.backend.exec(self.id(), argv, None, LONG).await?)
     }
 
     async fn probe(&self, args: &[&str], user: &str) -> anyhow::Result<Value> {
@@ -274,7 +274,7 @@ impl Guest {
 
     async fn stop(mut self) -> anyhow::Result<()> {
         self.stopped = true;
-        guest::stop(&self.ctx.store, &self.dir, &self.rec).await
+        Ok(guest::stop(&self.ctx.store, &self.dir, &self.rec).await?)
     }
 }
 
@@ -296,7 +296,7 @@ impl Drop for Guest {
             };
             rt.block_on(async {
                 if let Err(e) = guest::stop(&ctx.store, &dir, &rec).await {
-                    eprintln!("e2e: removing {}: {e:#}", rec.name);
+                    eprintln!("e2e: removing {}: {}", rec.name, e.chain());
                 }
             });
         })

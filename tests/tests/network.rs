@@ -507,14 +507,14 @@ async fn base(tmp: &Path) -> anyhow::Result<Option<Base>> {
             .with_image(docker::DEFAULT_IMAGE)
             .with_channel(ChannelMode::Auto),
         Err(e) => {
-            skip::skip("docker", &format!("{e:#}"));
+            skip::skip("docker", &e.chain());
             return Ok(None);
         }
     };
     if let Err(e) = backend.image_info().await {
         skip::skip(
             "docker",
-            &format!("{e:#} (make test builds it: make guest-image)"),
+            &format!("{} (make test builds it: make guest-image)", e.chain()),
         );
         return Ok(None);
     }
@@ -1208,7 +1208,7 @@ impl Drop for Guest {
             };
             rt.block_on(async {
                 if let Err(e) = guest::stop(&store, &dir, &rec).await {
-                    eprintln!("network: removing {}: {e:#}", rec.name);
+                    eprintln!("network: removing {}: {}", rec.name, e.chain());
                 }
             });
         })

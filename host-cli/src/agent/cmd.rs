@@ -203,7 +203,7 @@ impl Booted {
             eprintln!(
                 "host-cli: removing session {}: {}",
                 self.rec.name,
-                term::safe(&format!("{e:#}"))
+                term::safe(&e.chain())
             );
         }
     }

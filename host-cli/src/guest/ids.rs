@@ -2,8 +2,6 @@
 //! backend (a container's user, a VM's user, the egress proxy's check of
 //! who may use its socket): defined once here, below the backends.
 
-use anyhow::bail;
-
 /// The guest's desktop user (docs/security.md C1, issue 12 item 1): a
 /// high constant that no host account has, so that no host user shares
 /// the guest's identity. A host user with the guest's uid could reach
@@ -77,7 +75,7 @@ pub fn host_id_clash(passwd: &str, group: &str, subuid: &str, subgid: &str) -> O
 /// Refuses to go on when an account, a group or a subordinate id range of
 /// this host holds the guest's uid or gid (read from the files; accounts
 /// that only a network directory such as LDAP knows are not seen).
-pub fn check_guest_ids_unused() -> anyhow::Result<()> {
+pub fn check_guest_ids_unused() -> super::Result<()> {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     match host_id_clash(
         &read("/etc/passwd"),
@@ -86,11 +84,7 @@ pub fn check_guest_ids_unused() -> anyhow::Result<()> {
         &read("/etc/subgid"),
     ) {
         None => Ok(()),
-        Some(why) => bail!(
-            "refusing to start a guest: its processes run as uid/gid {GUEST_UID}, and {why}. \
-             That account would reach the guest's token, socket and display through \
-             /proc/PID/root. Give the account another id (docs/security.md, C1)"
-        ),
+        Some(why) => Err(super::GuestError::GuestIdTaken { why }),
     }
 }
 

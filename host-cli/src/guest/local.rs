@@ -6,10 +6,9 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
 use rustix::process::{Pid, Signal};
 
-use super::{Backend, StartRequest};
+use super::{Backend, GuestError, Result, StartRequest};
 use crate::channel::{Channel, Connect, UnixConnector};
 use crate::secret::Secret;
 use crate::session::{BackendRecord, LocalRecord, SessionDir, SessionRecord, now_unix};
@@ -22,7 +21,7 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(20);
 pub struct LocalBackend;
 
 /// Finds `sandtopd`: `$SANDTOPD_BIN`, next to this executable, or on PATH.
-pub fn sandtopd_binary() -> anyhow::Result<PathBuf> {
+pub fn sandtopd_binary() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("SANDTOPD_BIN") {
         return Ok(PathBuf::from(p));
     }
@@ -34,10 +33,7 @@ pub fn sandtopd_binary() -> anyhow::Result<PathBuf> {
             return Ok(sibling);
         }
     }
-    which("sandtopd").context(
-        "sandtopd not found: build it (cargo build -p sandtopd), install it \
-         (cargo install --path daemon) or set SANDTOPD_BIN",
-    )
+    which("sandtopd").ok_or(GuestError::NoSandtopd)
 }
 
 /// A program on PATH.
@@ -48,10 +44,10 @@ pub fn which(program: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn pid_of(rec: &SessionRecord) -> anyhow::Result<Pid> {
+fn pid_of(rec: &SessionRecord) -> Result<Pid> {
     rec.local()
         .and_then(|l| Pid::from_raw(l.pid))
-        .context("the session record has no local process")
+        .ok_or(GuestError::NotThisBackend("local process"))
 }
 
 /// Whether `pid` is a live sandtopd serving this session's socket (a
@@ -102,9 +98,10 @@ fn log_tail(dir: &SessionDir, lines: usize) -> String {
 }
 
 impl Backend for LocalBackend {
-    async fn start(&self, dir: &SessionDir, req: &StartRequest) -> anyhow::Result<SessionRecord> {
+    async fn start(&self, dir: &SessionDir, req: &StartRequest) -> Result<SessionRecord> {
         let bin = sandtopd_binary()?;
-        let log = std::fs::File::create(dir.log_path()).context("creating the daemon log")?;
+        let log_err = GuestError::io("creating the daemon log");
+        let log = std::fs::File::create(dir.log_path()).map_err(log_err)?;
         let mut cmd = std::process::Command::new(&bin);
         cmd.arg("serve")
             .arg("--xvfb")
@@ -128,15 +125,18 @@ impl Backend for LocalBackend {
             cmd.env_remove(k);
         }
         use std::os::unix::process::CommandExt as _;
+        let stdout = log
+            .try_clone()
+            .map_err(GuestError::io("creating the daemon log"))?;
         let child = cmd
             .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
+            .stdout(stdout)
             .stderr(log)
             // Its own process group: Ctrl-C in this terminal does not
             // reach it, and stop can end the whole group.
             .process_group(0)
             .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
+            .map_err(GuestError::io(format!("starting {}", bin.display())))?;
         let pid = Pid::from_child(&child);
         // The daemon outlives this command; it is reaped by init.
         drop(child);
@@ -165,16 +165,18 @@ impl Backend for LocalBackend {
             if Instant::now() > end || !(is_our_daemon(pid, dir) || still_starting(pid)) {
                 let tail = log_tail(dir, 20);
                 terminate_group(pid, dir, Duration::from_secs(2)).await;
-                bail!(
-                    "the local daemon did not become ready within {:?}; its log ends with:\n{tail}",
-                    READY_TIMEOUT
-                );
+                return Err(GuestError::NotReady {
+                    kind: "local daemon",
+                    waited: READY_TIMEOUT,
+                    last: None,
+                    log: tail,
+                });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
-    async fn stop(&self, dir: &SessionDir, rec: &SessionRecord) -> anyhow::Result<()> {
+    async fn stop(&self, dir: &SessionDir, rec: &SessionRecord) -> Result<()> {
         let pid = pid_of(rec)?;
         if is_our_daemon(pid, dir) {
             terminate_group(pid, dir, Duration::from_secs(10)).await;
@@ -182,11 +184,7 @@ impl Backend for LocalBackend {
         Ok(())
     }
 
-    async fn connector(
-        &self,
-        dir: &SessionDir,
-        _rec: &SessionRecord,
-    ) -> anyhow::Result<Box<dyn Connect>> {
+    async fn connector(&self, dir: &SessionDir, _rec: &SessionRecord) -> Result<Box<dyn Connect>> {
         Ok(Box::new(UnixConnector(dir.socket_path())))
     }
 
@@ -194,7 +192,7 @@ impl Backend for LocalBackend {
         pid_of(rec).is_ok_and(|p| is_our_daemon(p, dir))
     }
 
-    async fn logs(&self, dir: &SessionDir, _rec: &SessionRecord) -> anyhow::Result<String> {
+    async fn logs(&self, dir: &SessionDir, _rec: &SessionRecord) -> Result<String> {
         Ok(log_tail(dir, 200))
     }
 }

@@ -15,6 +15,7 @@
 //! left behind (containers and folders).
 
 pub mod docker;
+pub mod error;
 pub mod ids;
 pub mod limits;
 pub mod local;
@@ -23,10 +24,10 @@ pub mod qemu;
 
 use std::future::Future;
 
-use anyhow::Context as _;
 use sandtop_protocol::{DaemonState, Size};
 use serde::Serialize;
 
+pub use self::error::{GuestError, Result};
 use crate::channel::{Channel, Connect};
 use crate::secret::Secret;
 use crate::session::{BackendKind, SessionDir, SessionRecord, Store};
@@ -125,21 +126,21 @@ pub trait Backend: Sync {
         &self,
         dir: &SessionDir,
         req: &StartRequest,
-    ) -> impl Future<Output = anyhow::Result<SessionRecord>> + Send;
+    ) -> impl Future<Output = Result<SessionRecord>> + Send;
 
     /// Stops the guest (the caller removes the folder).
     fn stop(
         &self,
         dir: &SessionDir,
         rec: &SessionRecord,
-    ) -> impl Future<Output = anyhow::Result<()>> + Send;
+    ) -> impl Future<Output = Result<()>> + Send;
 
     /// Opens streams to the session's daemon.
     fn connector(
         &self,
         dir: &SessionDir,
         rec: &SessionRecord,
-    ) -> impl Future<Output = anyhow::Result<Box<dyn Connect>>> + Send;
+    ) -> impl Future<Output = Result<Box<dyn Connect>>> + Send;
 
     /// Whether the guest still exists.
     fn alive(&self, dir: &SessionDir, rec: &SessionRecord) -> impl Future<Output = bool> + Send;
@@ -149,11 +150,11 @@ pub trait Backend: Sync {
         &self,
         dir: &SessionDir,
         rec: &SessionRecord,
-    ) -> impl Future<Output = anyhow::Result<String>> + Send;
+    ) -> impl Future<Output = Result<String>> + Send;
 }
 
 /// Opens the authenticated channel to a session.
-pub async fn open_channel(dir: &SessionDir, rec: &SessionRecord) -> anyhow::Result<Channel> {
+pub async fn open_channel(dir: &SessionDir, rec: &SessionRecord) -> Result<Channel> {
     let token = Secret::read(&dir.token_path())?;
     let connector = match rec.backend() {
         BackendKind::Local => local::LocalBackend.connector(dir, rec).await?,
@@ -167,7 +168,10 @@ pub async fn open_channel(dir: &SessionDir, rec: &SessionRecord) -> anyhow::Resu
     };
     Channel::open(connector, token)
         .await
-        .with_context(|| format!("opening the channel to session {}", rec.name))
+        .map_err(|source| GuestError::Channel {
+            name: rec.name.clone(),
+            source,
+        })
 }
 
 /// Running, draining, closed, unresponsive or exited (see [`State`]).
@@ -220,9 +224,9 @@ pub async fn start<B: Backend>(
     store: &Store,
     backend: &B,
     req: &StartRequest,
-) -> anyhow::Result<SessionRecord> {
+) -> Result<SessionRecord> {
     let dir = store.create(&req.name)?;
-    let prepared = (|| -> anyhow::Result<()> {
+    let prepared = (|| -> Result<()> {
         dir.write_owner()?;
         sandtop_client::Token::generate()?.write_new(&dir.token_path())?;
         Ok(())
@@ -252,7 +256,7 @@ pub async fn start<B: Backend>(
             Err(e) => {
                 dir.save(&rec)?;
                 let _ = stop(store, &dir, &rec).await;
-                return Err(anyhow::Error::new(e).context("starting the egress proxy"));
+                return Err(GuestError::Egress(e));
             }
         }
     }
@@ -261,7 +265,7 @@ pub async fn start<B: Backend>(
 }
 
 /// Stops a session and removes its folder.
-pub async fn stop(store: &Store, dir: &SessionDir, rec: &SessionRecord) -> anyhow::Result<()> {
+pub async fn stop(store: &Store, dir: &SessionDir, rec: &SessionRecord) -> Result<()> {
     if let Some(pid) = rec.egress_pid {
         crate::egress::service::stop(pid);
     }
@@ -275,9 +279,7 @@ pub async fn stop(store: &Store, dir: &SessionDir, rec: &SessionRecord) -> anyho
                 .await?
         }
     }
-    store.remove(dir).context(
-        "the guest is stopped, but its folder is not fully removed (`host-cli guest gc` tries again)",
-    )
+    store.remove(dir).map_err(GuestError::FolderLeft)
 }
 
 /// What `guest gc` did.
@@ -308,14 +310,14 @@ impl GcReport {
 /// (or one container) does not stop the others. When the Docker engine
 /// cannot be reached, Docker sessions are left alone (their state is
 /// unknown).
-pub async fn gc(store: &Store) -> anyhow::Result<GcReport> {
+pub async fn gc(store: &Store) -> Result<GcReport> {
     let mut report = GcReport::default();
     let docker = match docker::DockerBackend::connect().await {
         Ok(b) => Some(b),
         Err(e) => {
             report.done(format!(
                 "docker containers not checked: {}",
-                format!("{e:#}").lines().next().unwrap_or("")
+                e.chain().lines().next().unwrap_or("")
             ));
             None
         }
@@ -333,7 +335,7 @@ pub async fn gc_folders(
     store: &Store,
     docker: Option<&docker::DockerBackend>,
     report: &mut GcReport,
-) -> anyhow::Result<()> {
+) -> Result<()> {
     for dir in store.folders()? {
         if !dir.path.exists() {
             continue;
@@ -358,8 +360,9 @@ pub async fn gc_folders(
                             && let Err(e) = b.remove(&d.container_id).await
                         {
                             report.failed(format!(
-                                "could not remove the container of session {}: {e:#}",
-                                dir.name
+                                "could not remove the container of session {}: {}",
+                                dir.name,
+                                e.chain()
                             ));
                             continue;
                         }
@@ -390,6 +393,137 @@ mod tests {
 
     use super::*;
     use crate::session::remove::tests::{CHILD, GUEST, OTHER, check_child, chown_tree, rerun};
+
+    fn request(name: &str) -> StartRequest {
+        StartRequest {
+            name: name.into(),
+            screen: Size::new(640, 480),
+            network: crate::egress::service::EgressConfig::none(),
+        }
+    }
+
+    fn docker_record(name: &str) -> SessionRecord {
+        SessionRecord {
+            name: name.into(),
+            screen: Size::new(640, 480),
+            created_unix: 1,
+            guest: crate::session::BackendRecord::Docker(crate::session::DockerRecord {
+                container_id: "c0ffee".into(),
+                container_name: format!("sandtop-{name}"),
+                image: "sandtop-guest:latest".into(),
+            }),
+            network: None,
+            egress_pid: None,
+        }
+    }
+
+    /// A backend whose start fails the way a slow guest does.
+    struct NeverReady;
+
+    impl Backend for NeverReady {
+        async fn start(&self, dir: &SessionDir, _req: &StartRequest) -> Result<SessionRecord> {
+            // What a real start leaves in the folder before it fails.
+            std::fs::write(dir.log_path(), b"booting").unwrap();
+            Err(GuestError::NotReady {
+                kind: "guest",
+                waited: std::time::Duration::from_secs(1),
+                last: None,
+                log: "booting".into(),
+            })
+        }
+        async fn stop(&self, _: &SessionDir, _: &SessionRecord) -> Result<()> {
+            unreachable!("nothing to stop")
+        }
+        async fn connector(&self, _: &SessionDir, _: &SessionRecord) -> Result<Box<dyn Connect>> {
+            unreachable!("never connected")
+        }
+        async fn alive(&self, _: &SessionDir, _: &SessionRecord) -> bool {
+            false
+        }
+        async fn logs(&self, _: &SessionDir, _: &SessionRecord) -> Result<String> {
+            Ok(String::new())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_start_returns_the_backends_error_and_leaves_no_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::at(tmp.path().join("state")).unwrap();
+        let e = start(&store, &NeverReady, &request("slow"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, GuestError::NotReady { kind: "guest", .. }),
+            "{e:?}"
+        );
+        assert!(
+            matches!(
+                store.get("slow"),
+                Err(crate::session::SessionError::NotFound(_))
+            ),
+            "the folder of a failed start is left"
+        );
+        // A name taken by another session is refused before any backend
+        // runs, as the store's own error.
+        store.create("taken").unwrap();
+        let e = start(&store, &NeverReady, &request("taken"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, GuestError::Session(crate::session::SessionError::Exists(ref n)) if n == "taken"),
+            "{e:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn reaching_a_session_whose_daemon_is_gone_is_a_channel_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::at(tmp.path().join("state")).unwrap();
+        let dir = store.create("gone").unwrap();
+        sandtop_client::Token::generate()
+            .unwrap()
+            .write_new(&dir.token_path())
+            .unwrap();
+        let mut rec = docker_record("gone");
+        rec.guest =
+            crate::session::BackendRecord::Local(crate::session::LocalRecord { pid: i32::MAX });
+        let e = open_channel(&dir, &rec).await.unwrap_err();
+        assert!(
+            matches!(&e, GuestError::Channel { name, .. } if name == "gone"),
+            "{e:?}"
+        );
+        assert!(
+            e.chain()
+                .starts_with("opening the channel to session gone: "),
+            "{}",
+            e.chain()
+        );
+        // Without its token file, the token is what is missing.
+        std::fs::remove_file(dir.token_path()).unwrap();
+        let e = open_channel(&dir, &rec).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                GuestError::Token(sandtop_client::TokenError::Read { .. })
+            ),
+            "{e:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_backend_refuses_a_record_of_another_backend() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::at(tmp.path().join("state")).unwrap();
+        let dir = store.create("other").unwrap();
+        let e = local::LocalBackend
+            .stop(&dir, &docker_record("other"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, GuestError::NotThisBackend("local process")),
+            "{e:?}"
+        );
+    }
 
     #[test]
     fn a_guest_is_ready_only_when_its_health_is_ok() {

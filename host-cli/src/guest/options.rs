@@ -63,7 +63,7 @@ impl GuestArgs {
     }
 
     /// A Docker backend configured by these options.
-    pub async fn docker(&self) -> anyhow::Result<DockerBackend> {
+    pub async fn docker(&self) -> super::Result<DockerBackend> {
         let b = DockerBackend::connect()
             .await?
             .with_image(self.image.clone())
@@ -75,7 +75,7 @@ impl GuestArgs {
     }
 
     /// A QEMU backend configured by these options.
-    pub fn qemu(&self) -> anyhow::Result<QemuBackend> {
+    pub fn qemu(&self) -> super::Result<QemuBackend> {
         Ok(QemuBackend::new()?
             .with_limits(&self.limits())
             .with_ready_timeout(self.ready_timeout))

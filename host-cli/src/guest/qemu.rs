@@ -31,11 +31,10 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
 use rustix::process::{Pid, Signal};
 use sandtop_protocol::session;
 
-use super::{Backend, StartRequest};
+use super::{Backend, GuestError, Result, StartRequest};
 use crate::channel::{Channel, Connect, UnixConnector};
 use crate::secret::Secret;
 pub use crate::session::{Accel, QemuRecord};
@@ -63,7 +62,7 @@ pub struct VmImage {
 impl VmImage {
     /// `$SANDTOP_VM_DIR`, else [`default_image_dir`]; every file must be
     /// there.
-    pub fn locate() -> anyhow::Result<VmImage> {
+    pub fn locate() -> Result<VmImage> {
         let dir = std::env::var_os("SANDTOP_VM_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(default_image_dir);
@@ -71,15 +70,11 @@ impl VmImage {
     }
 
     /// The image in `dir`; every file must be there.
-    pub fn at(dir: PathBuf) -> anyhow::Result<VmImage> {
+    pub fn at(dir: PathBuf) -> Result<VmImage> {
         let img = VmImage { dir };
         for f in [img.kernel(), img.initrd(), img.rootfs()] {
             if !f.is_file() {
-                bail!(
-                    "no VM guest image: {} is missing (build it with `make guest-vm`, \
-                     or point SANDTOP_VM_DIR at the folder it wrote)",
-                    f.display()
-                );
+                return Err(GuestError::NoVmImage { missing: f });
             }
         }
         Ok(img)
@@ -285,12 +280,12 @@ pub fn qemu_program() -> String {
 impl QemuBackend {
     /// The image from [`VmImage::locate`], the accelerator from
     /// [`Accel::pick`] (its warning printed), the default limits.
-    pub fn new() -> anyhow::Result<QemuBackend> {
+    pub fn new() -> Result<QemuBackend> {
         let image = VmImage::locate()?;
         let program = qemu_program();
-        let qemu = super::local::which(&program).with_context(|| {
-            format!("{program} is not installed (Debian: apt-get install qemu-system-x86; macOS: brew install qemu)")
-        })?;
+        let Some(qemu) = super::local::which(&program) else {
+            return Err(GuestError::NoQemu { program });
+        };
         let (accel, why) = Accel::pick(&qemu, &image.kernel());
         if let Some(why) = why {
             eprintln!("host-cli: {why}");
@@ -441,19 +436,21 @@ fn tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-fn spawn(cmd: &mut std::process::Command, log: &Path) -> anyhow::Result<std::process::Child> {
+fn spawn(cmd: &mut std::process::Command, log: &Path) -> Result<std::process::Child> {
     use std::os::unix::process::CommandExt as _;
-    let log = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let creating = || GuestError::io(format!("creating {}", log.display()));
+    let log = std::fs::File::create(log).map_err(creating())?;
+    let stdout = log.try_clone().map_err(creating())?;
     for k in crate::SECRET_ENV {
         cmd.env_remove(k);
     }
     let child = cmd
         .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
+        .stdout(stdout)
         .stderr(log)
         .process_group(0)
         .spawn()
-        .with_context(|| format!("starting {:?}", cmd.get_program()))?;
+        .map_err(GuestError::io(format!("starting {:?}", cmd.get_program())))?;
     Ok(child)
 }
 
@@ -468,14 +465,14 @@ async fn end(rec: &QemuRecord, dir: &SessionDir, grace: Duration) {
 }
 
 impl Backend for QemuBackend {
-    async fn start(&self, dir: &SessionDir, req: &StartRequest) -> anyhow::Result<SessionRecord> {
+    async fn start(&self, dir: &SessionDir, req: &StartRequest) -> Result<SessionRecord> {
         let mut qemu = std::process::Command::new(&self.qemu);
         qemu.args(self.args(dir, req));
         // Both outlive this command (init reaps them); while it waits
         // for the boot, QEMU's exit is seen through its handle.
         let mut qemu_child = spawn(&mut qemu, &dir.path.join("qemu.log"))?;
         let pid = qemu_child.id() as i32;
-        let exe = std::env::current_exe().context("locating host-cli")?;
+        let exe = std::env::current_exe().map_err(GuestError::io("locating host-cli"))?;
         let mut link = std::process::Command::new(exe);
         link.arg("qemu-link").arg("--dir").arg(&dir.path);
         if req.network.mode.uses_proxy() {
@@ -485,7 +482,10 @@ impl Backend for QemuBackend {
             std::fs::DirBuilder::new()
                 .mode(0o700)
                 .create(dir.guest_path())
-                .with_context(|| format!("creating {}", dir.guest_path().display()))?;
+                .map_err(GuestError::io(format!(
+                    "creating {}",
+                    dir.guest_path().display()
+                )))?;
             let paths = crate::egress::service::Paths::new(&dir.path, &dir.guest_path());
             link.arg("--egress-socket").arg(&paths.guest_socket);
         }
@@ -540,31 +540,29 @@ impl Backend for QemuBackend {
                 } else {
                     "QEMU exited".to_string()
                 };
-                let qlog = tail(&dir.path.join("qemu.log"), 10);
+                let qemu_log = tail(&dir.path.join("qemu.log"), 10);
                 let console = tail(&dir.path.join("console.log"), 25);
-                let link = tail(&dir.path.join("link.log"), 5);
+                let link_log = tail(&dir.path.join("link.log"), 5);
                 end(&q, dir, Duration::from_secs(2)).await;
-                bail!(
-                    "the VM guest did not become ready: {why}\n--- qemu.log ---\n{qlog}\n\
-                     --- console (last lines) ---\n{console}\n--- link.log ---\n{link}"
-                );
+                return Err(GuestError::VmNotReady {
+                    why,
+                    qemu_log,
+                    console,
+                    link_log,
+                });
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
-    async fn stop(&self, dir: &SessionDir, rec: &SessionRecord) -> anyhow::Result<()> {
+    async fn stop(&self, dir: &SessionDir, rec: &SessionRecord) -> Result<()> {
         if let Some(q) = rec.qemu() {
             end(q, dir, Duration::from_secs(5)).await;
         }
         Ok(())
     }
 
-    async fn connector(
-        &self,
-        dir: &SessionDir,
-        _rec: &SessionRecord,
-    ) -> anyhow::Result<Box<dyn Connect>> {
+    async fn connector(&self, dir: &SessionDir, _rec: &SessionRecord) -> Result<Box<dyn Connect>> {
         Ok(Box::new(UnixConnector(dir.socket_path())))
     }
 
@@ -572,7 +570,7 @@ impl Backend for QemuBackend {
         alive(dir, rec)
     }
 
-    async fn logs(&self, dir: &SessionDir, _rec: &SessionRecord) -> anyhow::Result<String> {
+    async fn logs(&self, dir: &SessionDir, _rec: &SessionRecord) -> Result<String> {
         Ok(console_tail(dir, 200))
     }
 }
@@ -609,14 +607,15 @@ pub struct LinkArgs {
 
 /// The host end of the link: waits for QEMU's socket, sends the token,
 /// serves `sandtopd.sock` until QEMU closes the port.
-pub async fn serve_link(a: LinkArgs) -> anyhow::Result<()> {
+pub async fn serve_link(a: LinkArgs) -> Result<()> {
     let link = a.dir.join("link.sock");
     let t0 = Instant::now();
     let mut stream = loop {
         match tokio::net::UnixStream::connect(&link).await {
             Ok(s) => break s,
             Err(e) if t0.elapsed() > Duration::from_secs(30) => {
-                bail!("QEMU's link socket {} never answered: {e}", link.display())
+                let what = format!("QEMU's link socket {} never answered", link.display());
+                return Err(GuestError::io(what)(e));
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
@@ -624,7 +623,7 @@ pub async fn serve_link(a: LinkArgs) -> anyhow::Result<()> {
     let token = Secret::read(&a.dir.join(session::TOKEN_NAME))?;
     sandtop_vmlink::write_preamble(&mut stream, token.expose().as_bytes())
         .await
-        .context("sending the token to the guest")?;
+        .map_err(GuestError::io("sending the token to the guest"))?;
     drop(token);
     let api = a.dir.join(session::SOCKET_NAME);
     let _ = std::fs::remove_file(&api);
@@ -633,7 +632,7 @@ pub async fn serve_link(a: LinkArgs) -> anyhow::Result<()> {
         let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o177));
         let l = tokio::net::UnixListener::bind(&api);
         rustix::process::umask(old);
-        l.with_context(|| format!("binding {}", api.display()))?
+        l.map_err(GuestError::io(format!("binding {}", api.display())))?
     };
     let routes = sandtop_vmlink::Routes {
         listen: Some(listener),
@@ -641,7 +640,7 @@ pub async fn serve_link(a: LinkArgs) -> anyhow::Result<()> {
     };
     sandtop_vmlink::bridge(stream, sandtop_vmlink::Mode::Client, routes)
         .await
-        .context("the link to the guest failed")?;
+        .map_err(GuestError::io("the link to the guest failed"))?;
     let _ = std::fs::remove_file(&api);
     Ok(())
 }
@@ -712,7 +711,12 @@ mod tests {
     #[test]
     fn a_missing_image_names_the_make_target() {
         let tmp = tempfile::tempdir().unwrap();
-        let msg = format!("{:#}", VmImage::at(tmp.path().to_path_buf()).unwrap_err());
+        let e = VmImage::at(tmp.path().to_path_buf()).unwrap_err();
+        assert!(
+            matches!(&e, GuestError::NoVmImage { missing } if missing.ends_with("vmlinuz")),
+            "{e:?}"
+        );
+        let msg = e.to_string();
         assert!(
             msg.contains("make guest-vm") && msg.contains("vmlinuz"),
             "{msg}"

@@ -5,11 +5,10 @@
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, bail};
 use sandtop_client::Token;
 use sandtop_protocol::session;
 
-use super::SessionDir;
+use super::{SessionDir, SessionError};
 use crate::guest::ids::{GUEST_GID, GUEST_UID};
 
 /// The size of the guest's folder, `/run/sandtop` (issue 12 item 2): it
@@ -25,11 +24,12 @@ pub const GUEST_FOLDER_INODES: u64 = 64;
 /// there can be executed, and the guest's `/proc/self/mountinfo` shows the
 /// root of that tmpfs (`/`), not the host path of the session folder.
 /// Root only; `session::Store::remove` unmounts it.
-pub fn mount_guest_folder(g: &Path) -> anyhow::Result<()> {
+pub fn mount_guest_folder(g: &Path) -> Result<(), SessionError> {
     use rustix::mount::MountFlags;
     let data = std::ffi::CString::new(format!(
         "size={GUEST_FOLDER_BYTES},nr_inodes={GUEST_FOLDER_INODES},mode=0700"
-    ))?;
+    ))
+    .map_err(|e| io("mounting a tmpfs on", g)(e.into()))?;
     rustix::mount::mount(
         "sandtop",
         g,
@@ -37,7 +37,19 @@ pub fn mount_guest_folder(g: &Path) -> anyhow::Result<()> {
         MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
         data.as_c_str(),
     )
-    .with_context(|| format!("mounting a tmpfs on {}", g.display()))
+    .map_err(errno("mounting a tmpfs on", g))
+}
+
+/// A failed file operation on `path` (`what` is said before the path).
+fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> SessionError {
+    let path = path.to_path_buf();
+    move |source| SessionError::Io { what, path, source }
+}
+
+/// A failed system call on `path`.
+fn errno(what: &'static str, path: &Path) -> impl FnOnce(rustix::io::Errno) -> SessionError {
+    let io = io(what, path);
+    move |e| io(e.into())
 }
 
 /// Creates the session's `guest/` folder with a copy of the token, owned
@@ -45,22 +57,18 @@ pub fn mount_guest_folder(g: &Path) -> anyhow::Result<()> {
 /// folder is a tmpfs of its own ([`mount_guest_folder`]); as another user
 /// it is a plain directory (no size cap, exec allowed, its host path
 /// visible to the guest: docs/security.md F3 says so).
-pub fn prepare_guest_dir(dir: &SessionDir) -> anyhow::Result<PathBuf> {
+pub fn prepare_guest_dir(dir: &SessionDir) -> Result<PathBuf, SessionError> {
     use rustix::fs::{Gid, Uid};
-    let meta =
-        std::fs::metadata(&dir.path).with_context(|| format!("reading {}", dir.path.display()))?;
+    let meta = std::fs::metadata(&dir.path).map_err(io("reading", &dir.path))?;
     let euid = rustix::process::geteuid();
     if meta.mode() & 0o077 != 0 || meta.uid() != euid.as_raw() {
-        bail!(
-            "the session folder {} must be private (0700) and yours",
-            dir.path.display()
-        );
+        return Err(SessionError::NotPrivate(dir.path.clone()));
     }
     let g = dir.guest_path();
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&g)
-        .with_context(|| format!("creating {}", g.display()))?;
+        .map_err(io("creating", &g))?;
     if euid.is_root() {
         mount_guest_folder(&g)?;
     } else {
@@ -74,15 +82,13 @@ pub fn prepare_guest_dir(dir: &SessionDir) -> anyhow::Result<PathBuf> {
     Token::read(&dir.token_path())?.write_new(&token_path)?;
     let set_mode = |p: &Path, m: u32| {
         use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m))
-            .with_context(|| format!("chmod {}", p.display()))
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).map_err(io("chmod", p))
     };
     if euid.is_root() {
         let (u, gid) = (Uid::from_raw(GUEST_UID), Gid::from_raw(GUEST_GID));
-        rustix::fs::chown(&g, Some(u), Some(gid))
-            .with_context(|| format!("chown {} to the guest user", g.display()))?;
+        rustix::fs::chown(&g, Some(u), Some(gid)).map_err(errno("chown to the guest user", &g))?;
         rustix::fs::chown(&token_path, Some(u), Some(gid))
-            .with_context(|| format!("chown {}", token_path.display()))?;
+            .map_err(errno("chown to the guest user", &token_path))?;
         set_mode(&token_path, 0o400)?;
     } else if euid.as_raw() != GUEST_UID {
         // Not root and not the guest's uid: open the folder to "others";
@@ -97,7 +103,7 @@ pub fn prepare_guest_dir(dir: &SessionDir) -> anyhow::Result<PathBuf> {
 /// ([`mount_guest_folder`]; a folder on another device than
 /// the session folder is a mount point). Detached, so a guest that still
 /// holds a file open there does not stop it; never through a link.
-pub fn unmount_guest_folder(dir: &SessionDir) -> anyhow::Result<()> {
+pub fn unmount_guest_folder(dir: &SessionDir) -> Result<(), SessionError> {
     use std::os::unix::fs::MetadataExt as _;
     let g = dir.guest_path();
     let (Ok(top), Ok(inner)) = (
@@ -111,5 +117,5 @@ pub fn unmount_guest_folder(dir: &SessionDir) -> anyhow::Result<()> {
     }
     use rustix::mount::UnmountFlags;
     rustix::mount::unmount(&g, UnmountFlags::DETACH | UnmountFlags::NOFOLLOW)
-        .with_context(|| format!("unmounting the guest's folder {}", g.display()))
+        .map_err(errno("unmounting the guest's folder", &g))
 }

@@ -69,7 +69,11 @@ pub async fn view(a: ViewArgs) -> anyhow::Result<ExitCode> {
         let (dir, rec) = (dir.clone(), rec.clone());
         move || {
             let (dir, rec) = (dir.clone(), rec.clone());
-            async move { crate::guest::open_channel(&dir, &rec).await }
+            async move {
+                crate::guest::open_channel(&dir, &rec)
+                    .await
+                    .map_err(anyhow::Error::from)
+            }
         }
     };
     tokio::spawn(frames::pump(Arc::clone(&hub), a.max_width, opener.clone()));

@@ -56,19 +56,22 @@ pub enum ChannelMode {
 
 impl ChannelMode {
     /// `SANDTOP_CHANNEL` (`auto`, `socket`, `exec`; unset means auto).
-    pub fn from_env() -> anyhow::Result<ChannelMode> {
-        match std::env::var(CHANNEL_ENV) {
-            Err(std::env::VarError::NotPresent) => Ok(ChannelMode::Auto),
-            Ok(v) => match v.trim() {
-                "" | "auto" => Ok(ChannelMode::Auto),
-                "socket" => Ok(ChannelMode::Socket),
-                "exec" => Ok(ChannelMode::Exec),
-                other => anyhow::bail!(
-                    "{CHANNEL_ENV}={:?} is not one of auto, socket, exec",
-                    other.chars().take(20).collect::<String>()
-                ),
-            },
-            Err(e) => anyhow::bail!("{CHANNEL_ENV}: {e}"),
+    pub fn from_env() -> crate::guest::Result<ChannelMode> {
+        ChannelMode::parse(std::env::var_os(CHANNEL_ENV).as_deref())
+    }
+
+    /// A value of `SANDTOP_CHANNEL` (`None`: unset).
+    pub fn parse(value: Option<&std::ffi::OsStr>) -> crate::guest::Result<ChannelMode> {
+        let Some(v) = value else {
+            return Ok(ChannelMode::Auto);
+        };
+        match v.to_str().map(str::trim) {
+            Some("" | "auto") => Ok(ChannelMode::Auto),
+            Some("socket") => Ok(ChannelMode::Socket),
+            Some("exec") => Ok(ChannelMode::Exec),
+            _ => Err(crate::guest::GuestError::BadChannelMode {
+                value: v.to_string_lossy().chars().take(20).collect(),
+            }),
         }
     }
 }
@@ -406,6 +409,26 @@ impl Connect for DockerConnector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::guest::GuestError;
+
+    #[test]
+    fn the_channel_setting_takes_three_words_and_refuses_the_rest() {
+        use std::ffi::OsStr;
+        let parse = |v: Option<&str>| ChannelMode::parse(v.map(OsStr::new));
+        assert_eq!(parse(None).unwrap(), ChannelMode::Auto);
+        assert_eq!(parse(Some("")).unwrap(), ChannelMode::Auto);
+        assert_eq!(parse(Some(" exec\n")).unwrap(), ChannelMode::Exec);
+        assert_eq!(parse(Some("socket")).unwrap(), ChannelMode::Socket);
+        let e = parse(Some("tcp://guest:1")).unwrap_err();
+        assert!(
+            matches!(&e, GuestError::BadChannelMode { value } if value == "tcp://guest:1"),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().contains("not one of auto, socket, exec"),
+            "{e}"
+        );
+    }
 
     #[tokio::test]
     async fn socket_path_refuses_symlinks_and_non_sockets() {

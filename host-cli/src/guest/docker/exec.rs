@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
 use bollard::container::LogOutput;
 use bollard::exec::{StartExecOptions, StartExecResults};
 use bollard::models::ExecConfig;
@@ -17,6 +16,7 @@ use tokio::io::AsyncWriteExt as _;
 
 use super::DockerBackend;
 use crate::guest::ids::guest_user;
+use crate::guest::{GuestError, Result};
 
 /// The result of a command run in a guest.
 #[derive(Debug, Clone)]
@@ -47,7 +47,7 @@ impl DockerBackend {
         argv: &[&str],
         stdin: Option<&[u8]>,
         timeout: Duration,
-    ) -> anyhow::Result<ExecResult> {
+    ) -> Result<ExecResult> {
         self.exec_as(container, &guest_user(), argv, stdin, timeout)
             .await
     }
@@ -63,7 +63,7 @@ impl DockerBackend {
         argv: &[&str],
         stdin: Option<&[u8]>,
         timeout: Duration,
-    ) -> anyhow::Result<ExecResult> {
+    ) -> Result<ExecResult> {
         const CAP: usize = 16 * 1024 * 1024;
         let config = ExecConfig {
             attach_stdin: Some(stdin.is_some()),
@@ -80,7 +80,7 @@ impl DockerBackend {
             .docker
             .create_exec(container, config)
             .await
-            .with_context(|| format!("docker exec {what}"))?;
+            .map_err(GuestError::docker(format!("docker exec {what}")))?;
         let run = async {
             let started = self
                 .docker
@@ -93,25 +93,28 @@ impl DockerBackend {
                     }),
                 )
                 .await
-                .with_context(|| format!("starting {what}"))?;
+                .map_err(GuestError::docker(format!("starting {what}")))?;
             let StartExecResults::Attached {
                 mut output,
                 mut input,
             } = started
             else {
-                bail!("the exec started detached");
+                return Err(GuestError::Unexpected {
+                    what: format!("starting {what}"),
+                    detail: "the exec started detached",
+                });
             };
             if let Some(bytes) = stdin {
                 input
                     .write_all(bytes)
                     .await
-                    .context("writing to the exec")?;
+                    .map_err(GuestError::io(format!("writing to {what}")))?;
                 input.shutdown().await.ok();
             }
             drop(input);
             let (mut out, mut err) = (Vec::new(), Vec::new());
             while let Some(item) = output.next().await {
-                match item.context("reading the exec's output")? {
+                match item.map_err(GuestError::docker(format!("reading the output of {what}")))? {
                     LogOutput::StdOut { message } | LogOutput::Console { message } => {
                         if out.len() < CAP {
                             out.extend_from_slice(&message);
@@ -128,7 +131,11 @@ impl DockerBackend {
             // The stream can end before the engine records the exit code.
             let mut code = None;
             for _ in 0..100 {
-                let i = self.docker.inspect_exec(&exec.id).await?;
+                let i = self
+                    .docker
+                    .inspect_exec(&exec.id)
+                    .await
+                    .map_err(GuestError::docker(format!("inspecting {what}")))?;
                 if i.running != Some(true) {
                     code = i.exit_code;
                     break;
@@ -143,11 +150,14 @@ impl DockerBackend {
         };
         tokio::time::timeout(timeout, run)
             .await
-            .map_err(|_| anyhow::anyhow!("{what} did not finish within {timeout:?}"))?
+            .map_err(|_| GuestError::Timeout {
+                what: what.to_string(),
+                after: timeout,
+            })?
     }
 
     /// One-shot memory and pids figures of a container.
-    pub async fn memory_use(&self, container: &str) -> anyhow::Result<MemoryUse> {
+    pub async fn memory_use(&self, container: &str) -> Result<MemoryUse> {
         let mut s = self.docker.stats(
             container,
             Some(
@@ -160,8 +170,11 @@ impl DockerBackend {
         let st = s
             .next()
             .await
-            .context("no stats from the engine")?
-            .context("reading container stats")?;
+            .ok_or_else(|| GuestError::Unexpected {
+                what: "reading container stats".into(),
+                detail: "the engine sent none",
+            })?
+            .map_err(GuestError::docker("reading container stats"))?;
         let m = st.memory_stats.unwrap_or_default();
         let usage = m.usage.unwrap_or(0);
         let stats = m.stats.unwrap_or_default();

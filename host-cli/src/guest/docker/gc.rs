@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use bollard::query_parameters::ListContainersOptionsBuilder;
 
 use super::{DockerBackend, LABEL_OWNER_HOST, LABEL_OWNER_UID, LABEL_SESSION, LABEL_SESSION_DIR};
@@ -89,7 +88,7 @@ impl DockerBackend {
         &self,
         store: &Store,
         report: &mut crate::guest::GcReport,
-    ) -> anyhow::Result<()> {
+    ) -> crate::guest::Result<()> {
         let filters = HashMap::from([("label", vec![LABEL_SESSION.to_string()])]);
         let list = self
             .docker
@@ -100,7 +99,9 @@ impl DockerBackend {
                     .build(),
             ))
             .await
-            .context("listing sandtop containers")?;
+            .map_err(crate::guest::GuestError::docker(
+                "listing sandtop containers",
+            ))?;
         let sessions_root = store.root().join("sessions");
         for c in list {
             let Some(id) = c.id.clone() else { continue };

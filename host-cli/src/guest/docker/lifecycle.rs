@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
     LogsOptionsBuilder, RemoveContainerOptionsBuilder,
@@ -18,7 +17,7 @@ use super::{
     DockerBackend, LABEL_SESSION, LABEL_SESSION_DIR, LOG_TAIL_ON_FAILURE, container_name, is_status,
 };
 use crate::channel::Channel;
-use crate::guest::StartRequest;
+use crate::guest::{GuestError, Result, StartRequest};
 use crate::secret::Secret;
 use crate::session::{BackendRecord, DockerRecord, SessionDir, SessionRecord, now_unix};
 
@@ -28,7 +27,7 @@ impl DockerBackend {
         dir: &SessionDir,
         req: &StartRequest,
         create_sent: &AtomicBool,
-    ) -> anyhow::Result<SessionRecord> {
+    ) -> Result<SessionRecord> {
         let name = container_name(&req.name);
         let options = CreateContainerOptionsBuilder::new().name(&name).build();
         create_sent.store(true, Ordering::Release);
@@ -38,12 +37,9 @@ impl DockerBackend {
             .await
             .map_err(|e| {
                 if is_status(&e, &[409]) {
-                    anyhow::anyhow!(
-                        "a container named {name} already exists (another state directory, or \
-                         a leftover: `host-cli guest gc`)"
-                    )
+                    GuestError::NameTaken { name: name.clone() }
                 } else {
-                    anyhow::Error::from(e).context(format!("creating the container {name}"))
+                    GuestError::docker(format!("creating the container {name}"))(e)
                 }
             })?;
         for w in &created.warnings {
@@ -53,7 +49,7 @@ impl DockerBackend {
         self.docker
             .start_container(&id, None)
             .await
-            .with_context(|| format!("starting the container {name}"))?;
+            .map_err(GuestError::docker(format!("starting the container {name}")))?;
         self.wait_ready(dir, &id).await?;
         // The daemon read its token before it answered: the guest's copy
         // goes, so that nothing in the guest holds it (issue 12 item 1).
@@ -62,7 +58,7 @@ impl DockerBackend {
         match std::fs::remove_file(&copy) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("removing {}", copy.display())),
+            Err(e) => return Err(GuestError::io(format!("removing {}", copy.display()))(e)),
         }
         Ok(SessionRecord {
             network: None,
@@ -79,7 +75,7 @@ impl DockerBackend {
     }
 
     /// Waits until the daemon's health is `ok` over the channel (H3).
-    async fn wait_ready(&self, dir: &SessionDir, id: &str) -> anyhow::Result<()> {
+    async fn wait_ready(&self, dir: &SessionDir, id: &str) -> Result<()> {
         let token = Secret::read(&dir.token_path())?;
         let begin = Instant::now();
         let end = begin + self.ready_timeout;
@@ -121,24 +117,25 @@ impl DockerBackend {
                     .docker
                     .inspect_container(id, None::<InspectContainerOptions>)
                     .await
-                    .context("inspecting the container")?
+                    .map_err(GuestError::docker("inspecting the container"))?
                     .state;
                 if st.as_ref().and_then(|s| s.running) != Some(true) {
                     let code = st.as_ref().and_then(|s| s.exit_code).unwrap_or(-1);
                     let oom = st.as_ref().and_then(|s| s.oom_killed).unwrap_or(false);
-                    bail!(
-                        "the guest exited (status {code}{}) before it was ready; its log ends with:\n{}",
-                        if oom { ", killed for memory" } else { "" },
-                        self.log_tail(id, LOG_TAIL_ON_FAILURE, &token).await
-                    );
+                    return Err(GuestError::ExitedEarly {
+                        code,
+                        oom,
+                        log: self.log_tail(id, LOG_TAIL_ON_FAILURE, &token).await,
+                    });
                 }
             }
             if Instant::now() >= end {
-                bail!(
-                    "the guest did not become ready within {:?} (last: {last}); its log ends with:\n{}",
-                    self.ready_timeout,
-                    self.log_tail(id, LOG_TAIL_ON_FAILURE, &token).await
-                );
+                return Err(GuestError::NotReady {
+                    kind: "guest",
+                    waited: self.ready_timeout,
+                    last: Some(last),
+                    log: self.log_tail(id, LOG_TAIL_ON_FAILURE, &token).await,
+                });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -155,17 +152,17 @@ impl DockerBackend {
                 .map(|l| format!("  {l}"))
                 .collect::<Vec<_>>()
                 .join("\n"),
-            Err(e) => format!("  (the log could not be read: {e:#})"),
+            Err(e) => format!("  (the log could not be read: {})", e.chain()),
         }
     }
 
     /// The container's whole log (up to 4 MiB), as `logs` reads it but
     /// without the tail limit: the exercise searches it for secrets.
-    pub async fn all_logs(&self, id: &str) -> anyhow::Result<String> {
+    pub async fn all_logs(&self, id: &str) -> Result<String> {
         self.logs_text(id, "all").await
     }
 
-    pub(super) async fn logs_text(&self, id: &str, tail: &str) -> anyhow::Result<String> {
+    pub(super) async fn logs_text(&self, id: &str, tail: &str) -> Result<String> {
         let options = LogsOptionsBuilder::new()
             .stdout(true)
             .stderr(true)
@@ -175,7 +172,7 @@ impl DockerBackend {
         let mut stream = self.docker.logs(id, Some(options));
         let mut out = Vec::new();
         while let Some(item) = stream.next().await {
-            let item = item.context("reading the container log")?;
+            let item = item.map_err(GuestError::docker("reading the container log"))?;
             out.extend_from_slice(item.as_ref());
             if out.len() > 4 * 1024 * 1024 {
                 break;
@@ -210,14 +207,14 @@ impl DockerBackend {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!("cleaning up after a failed start: {e:#}");
+                    tracing::warn!("cleaning up after a failed start: {}", e.chain());
                     return;
                 }
             }
         }
     }
 
-    async fn containers_of(&self, dir: &SessionDir, session: &str) -> anyhow::Result<Vec<String>> {
+    async fn containers_of(&self, dir: &SessionDir, session: &str) -> Result<Vec<String>> {
         let filters = HashMap::from([(
             "label",
             vec![
@@ -234,12 +231,12 @@ impl DockerBackend {
                     .build(),
             ))
             .await
-            .context("listing containers")?;
+            .map_err(GuestError::docker("listing containers"))?;
         Ok(list.into_iter().filter_map(|c| c.id).collect())
     }
 
     /// Force-removes a container (a missing one is fine).
-    pub async fn remove(&self, id: &str) -> anyhow::Result<()> {
+    pub async fn remove(&self, id: &str) -> Result<()> {
         match self
             .docker
             .remove_container(
@@ -257,12 +254,12 @@ impl DockerBackend {
             Err(e) if is_status(&e, &[404]) => Ok(()),
             // 409: removal already in progress.
             Err(e) if is_status(&e, &[409]) => Ok(()),
-            Err(e) => Err(e).with_context(|| format!("removing container {id}")),
+            Err(e) => Err(GuestError::docker(format!("removing container {id}"))(e)),
         }
     }
 
     /// Whether a container exists and runs.
-    pub async fn running(&self, id: &str) -> anyhow::Result<bool> {
+    pub async fn running(&self, id: &str) -> Result<bool> {
         match self
             .docker
             .inspect_container(id, None::<InspectContainerOptions>)
@@ -270,7 +267,7 @@ impl DockerBackend {
         {
             Ok(c) => Ok(c.state.and_then(|s| s.running).unwrap_or(false)),
             Err(e) if is_status(&e, &[404]) => Ok(false),
-            Err(e) => Err(e).context("inspecting the container"),
+            Err(e) => Err(GuestError::docker("inspecting the container")(e)),
         }
     }
 }

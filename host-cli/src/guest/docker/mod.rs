@@ -54,7 +54,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
 use bollard::Docker;
 use bollard::query_parameters::StopContainerOptionsBuilder;
 use serde::Serialize;
@@ -64,7 +63,7 @@ pub use self::exec::{ExecResult, MemoryUse};
 pub use self::gc::{host_id, not_ours, session_labels};
 use super::ids::check_guest_ids_unused;
 use super::limits::Limits;
-use super::{Backend, StartRequest};
+use super::{Backend, GuestError, Result, StartRequest};
 use crate::channel::Connect;
 use crate::secret::Secret;
 use crate::session::guest_folder::prepare_guest_dir;
@@ -89,6 +88,8 @@ pub const LABEL_INPUT_HASH: &str = "sandtop.input-hash";
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Seconds between SIGTERM and SIGKILL on stop.
 const STOP_GRACE_SECS: i32 = 3;
+/// A Docker call on a session of another backend.
+const NO_CONTAINER: GuestError = GuestError::NotThisBackend("container");
 /// Lines of container log shown when a start fails.
 const LOG_TAIL_ON_FAILURE: &str = "30";
 
@@ -140,20 +141,20 @@ impl DockerBackend {
     /// Connects to the engine (`DOCKER_HOST`, else the local socket) and
     /// negotiates the API version. Image: `$SANDTOP_IMAGE` or the default;
     /// channel: `$SANDTOP_CHANNEL` or auto.
-    pub async fn connect() -> anyhow::Result<DockerBackend> {
-        let docker = Docker::connect_with_defaults()
-            .with_context(|| format!("cannot use the Docker engine at {}", docker_host()))?;
-        let docker = tokio::time::timeout(Duration::from_secs(5), docker.negotiate_version())
+    pub async fn connect() -> Result<DockerBackend> {
+        let unreachable = |source| GuestError::EngineUnreachable {
+            host: docker_host(),
+            source,
+        };
+        let docker = Docker::connect_with_defaults().map_err(unreachable)?;
+        let waited = Duration::from_secs(5);
+        let docker = tokio::time::timeout(waited, docker.negotiate_version())
             .await
-            .map_err(|_| anyhow::anyhow!("no answer within 5 s"))
-            .and_then(|r| r.map_err(anyhow::Error::from))
-            .with_context(|| {
-                format!(
-                    "cannot reach the Docker engine at {} (is dockerd running, and may this user \
-                     use it? root or the `docker` group; DOCKER_HOST selects another engine)",
-                    docker_host()
-                )
-            })?;
+            .map_err(|_| GuestError::EngineSilent {
+                host: docker_host(),
+                waited,
+            })?
+            .map_err(unreachable)?;
         let image = std::env::var(IMAGE_ENV)
             .ok()
             .filter(|s| !s.is_empty())
@@ -199,12 +200,12 @@ impl DockerBackend {
     }
 
     /// The engine's versions.
-    pub async fn engine(&self) -> anyhow::Result<EngineInfo> {
+    pub async fn engine(&self) -> Result<EngineInfo> {
         let v = self
             .docker
             .version()
             .await
-            .context("asking the engine's version")?;
+            .map_err(GuestError::docker("asking the engine's version"))?;
         Ok(EngineInfo {
             server_version: v.version.unwrap_or_default(),
             api_version: v.api_version.unwrap_or_default(),
@@ -213,7 +214,7 @@ impl DockerBackend {
     }
 
     /// The guest image, or an error saying how to build it.
-    pub async fn image_info(&self) -> anyhow::Result<ImageInfo> {
+    pub async fn image_info(&self) -> Result<ImageInfo> {
         match self.docker.inspect_image(&self.image).await {
             Ok(i) => Ok(ImageInfo {
                 reference: self.image.clone(),
@@ -225,12 +226,13 @@ impl DockerBackend {
                 size_bytes: i.size,
                 created: i.created.map(|c| c.to_string()),
             }),
-            Err(e) if is_status(&e, &[404]) => bail!(
-                "the guest image {} is not present: build it with `make guest` \
-                 (or guest-image/build.sh), or pick another with --image / {IMAGE_ENV}",
+            Err(e) if is_status(&e, &[404]) => Err(GuestError::NoImage {
+                image: self.image.clone(),
+            }),
+            Err(e) => Err(GuestError::docker(format!(
+                "inspecting the image {}",
                 self.image
-            ),
-            Err(e) => Err(e).with_context(|| format!("inspecting the image {}", self.image)),
+            ))(e)),
         }
     }
 
@@ -256,7 +258,7 @@ impl DockerBackend {
 }
 
 impl Backend for DockerBackend {
-    async fn start(&self, dir: &SessionDir, req: &StartRequest) -> anyhow::Result<SessionRecord> {
+    async fn start(&self, dir: &SessionDir, req: &StartRequest) -> Result<SessionRecord> {
         check_guest_ids_unused()?;
         self.image_info().await?;
         prepare_guest_dir(dir)?;
@@ -275,15 +277,13 @@ impl Backend for DockerBackend {
                 if sent {
                     self.remove_created(dir, &req.name, true).await;
                 }
-                bail!("interrupted by {signal}: the guest was removed")
+                Err(GuestError::Interrupted { signal })
             }
         }
     }
 
-    async fn stop(&self, _dir: &SessionDir, rec: &SessionRecord) -> anyhow::Result<()> {
-        let d = rec
-            .docker()
-            .context("the session record has no container")?;
+    async fn stop(&self, _dir: &SessionDir, rec: &SessionRecord) -> Result<()> {
+        let d = rec.docker().ok_or(NO_CONTAINER)?;
         let stop = self
             .docker
             .stop_container(
@@ -306,14 +306,8 @@ impl Backend for DockerBackend {
         self.remove(&d.container_id).await
     }
 
-    async fn connector(
-        &self,
-        dir: &SessionDir,
-        rec: &SessionRecord,
-    ) -> anyhow::Result<Box<dyn Connect>> {
-        let d = rec
-            .docker()
-            .context("the session record has no container")?;
+    async fn connector(&self, dir: &SessionDir, rec: &SessionRecord) -> Result<Box<dyn Connect>> {
+        let d = rec.docker().ok_or(NO_CONTAINER)?;
         Ok(Box::new(self.connector_for(dir, &d.container_id)))
     }
 
@@ -324,10 +318,8 @@ impl Backend for DockerBackend {
         }
     }
 
-    async fn logs(&self, dir: &SessionDir, rec: &SessionRecord) -> anyhow::Result<String> {
-        let d = rec
-            .docker()
-            .context("the session record has no container")?;
+    async fn logs(&self, dir: &SessionDir, rec: &SessionRecord) -> Result<String> {
+        let d = rec.docker().ok_or(NO_CONTAINER)?;
         let token = Secret::read(&dir.token_path()).unwrap_or_else(|_| Secret::new(String::new()));
         let text = self.logs_text(&d.container_id, "200").await?;
         Ok(token.redact(&text))
