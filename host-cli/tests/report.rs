@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use host_cli::agent::approve::{ActionRequest, CheckRequest, Decision, Operator};
+use host_cli::agent::approve::{ActionRequest, CheckRequest, DecidedBy, Decision, Operator};
 use host_cli::agent::model::{CallStats, Creating, Model};
 use host_cli::agent::record::{Entry, Recorder, Started};
 use host_cli::agent::runner::{
@@ -146,6 +146,9 @@ impl Operator for Approver {
     }
     fn take_guidance(&mut self) -> Vec<String> {
         Vec::new()
+    }
+    fn decided_by(&self) -> Option<DecidedBy> {
+        Some(DecidedBy::Terminal)
     }
 }
 
@@ -303,6 +306,11 @@ async fn a_twenty_step_run_is_one_safe_page_under_3_mb() {
         "{step2}"
     );
     assert!(step2.contains("<span class=\"ok\">approved</span>"));
+    // Who answered, from the trajectory's `by`.
+    assert!(
+        step2.contains("answered by the operator on the terminal"),
+        "{step2}"
+    );
     // Usage: request n spent 1010 n tokens; 20 requests, 212100 in all.
     assert!(html.contains("<td class=\"n\">20200</td>"));
     assert!(html.contains(

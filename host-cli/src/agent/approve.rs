@@ -45,6 +45,36 @@ pub enum Decision {
     Deny(String),
 }
 
+/// Who made a decision on a safety check, an action or a browser call:
+/// recorded beside it in the trajectory, shown in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecidedBy {
+    /// The operator, typing on the terminal.
+    Terminal,
+    /// The operator, with a button in `host-cli view`.
+    View,
+    /// The operator's `--approve-policy` file.
+    Policy,
+    /// `--approve-scripted-checks`, for a question of the scripted model.
+    Scripted,
+    /// No one could be asked or no one answered (the run stopped, the
+    /// terminal closed): denied by default.
+    Nobody,
+}
+
+impl DecidedBy {
+    /// The trajectory's word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecidedBy::Terminal => "terminal",
+            DecidedBy::View => "view",
+            DecidedBy::Policy => "policy",
+            DecidedBy::Scripted => "scripted",
+            DecidedBy::Nobody => "nobody",
+        }
+    }
+}
+
 /// What the operator is asked about a call's safety checks.
 #[derive(Debug)]
 pub struct CheckRequest<'a> {
@@ -121,6 +151,11 @@ pub trait Operator: Send {
     /// Tells the operator how to know that the run has stopped (Ctrl-C,
     /// the time budget): a prompt open then closes at once, unanswered.
     fn on_stop(&mut self, _stopped: StopCheck) {}
+    /// Who made the last decision of `approve_checks`, `confirm_action`
+    /// or `confirm_browser`; `None` when this operator does not say.
+    fn decided_by(&self) -> Option<DecidedBy> {
+        None
+    }
 }
 
 /// Whether the run has stopped.
@@ -250,6 +285,8 @@ pub struct Approvals {
     /// When the run has stopped (a question waiting on the view alone
     /// closes then).
     pub stop: Stop,
+    /// Who made the last decision ([`Operator::decided_by`]).
+    pub last_by: Option<DecidedBy>,
 }
 
 /// Whether the run has stopped, once the runner says how to know.
@@ -282,24 +319,50 @@ impl Approvals {
 
     /// An approve/deny question; `nobody` is the denial when no one can
     /// be asked.
-    fn decide(&self, q: ask::Question<'_>, nobody: &str) -> Decision {
+    fn decide(&mut self, q: ask::Question<'_>, nobody: &str) -> Decision {
+        let (by, decision) = self.ask_someone(q, nobody);
+        self.decided(by, decision)
+    }
+
+    fn ask_someone(&self, q: ask::Question<'_>, nobody: &str) -> (DecidedBy, Decision) {
         if !self.someone() {
-            return Decision::Deny(nobody.into());
+            return (DecidedBy::Nobody, Decision::Deny(nobody.into()));
         }
         match self.asker().ask(q, ask::yes_word) {
-            Some(ask::Said::Typed(a)) if ask::yes_word(&a) == "approve" => Decision::Approve,
-            Some(ask::Said::Typed(a)) => Decision::Deny(format!(
-                "the operator answered `{}`",
-                a.trim().chars().take(40).collect::<String>()
-            )),
-            Some(ask::Said::View(a)) if a.word == "approve" => Decision::Approve,
-            Some(ask::Said::View(_)) => Decision::Deny("the operator denied it in the view".into()),
-            None if self.stop.0.as_ref().is_some_and(|s| s()) => {
-                Decision::Deny("the run stopped during the question".into())
+            Some(ask::Said::Typed(a)) if ask::yes_word(&a) == "approve" => {
+                (DecidedBy::Terminal, Decision::Approve)
             }
-            None if self.terminal.is_some() => Decision::Deny("the terminal closed".into()),
-            None => Decision::Deny("no answer came from the view".into()),
+            Some(ask::Said::Typed(a)) => (
+                DecidedBy::Terminal,
+                Decision::Deny(format!(
+                    "the operator answered `{}`",
+                    a.trim().chars().take(40).collect::<String>()
+                )),
+            ),
+            Some(ask::Said::View(a)) if a.word == "approve" => (DecidedBy::View, Decision::Approve),
+            Some(ask::Said::View(_)) => (
+                DecidedBy::View,
+                Decision::Deny("the operator denied it in the view".into()),
+            ),
+            None if self.stop.0.as_ref().is_some_and(|s| s()) => (
+                DecidedBy::Nobody,
+                Decision::Deny("the run stopped during the question".into()),
+            ),
+            None if self.terminal.is_some() => (
+                DecidedBy::Nobody,
+                Decision::Deny("the terminal closed".into()),
+            ),
+            None => (
+                DecidedBy::Nobody,
+                Decision::Deny("no answer came from the view".into()),
+            ),
         }
+    }
+
+    /// Notes who decided, for [`Operator::decided_by`].
+    fn decided(&mut self, by: DecidedBy, d: Decision) -> Decision {
+        self.last_by = Some(by);
+        d
     }
 }
 
@@ -366,10 +429,10 @@ fn describe_action(a: &Action) -> String {
 impl Operator for Approvals {
     fn approve_checks(&mut self, req: &CheckRequest<'_>) -> Decision {
         if self.scripted_checks && req.scripted.is_some() {
-            return Decision::Approve;
+            return self.decided(DecidedBy::Scripted, Decision::Approve);
         }
         if let Some(d) = self.policy.as_ref().and_then(|p| p.checks(req.checks)) {
-            return d;
+            return self.decided(DecidedBy::Policy, d);
         }
         let mut text = format!(
             "\n== Safety check{} on computer call {} ==\n",
@@ -421,10 +484,11 @@ impl Operator for Approvals {
 
     fn confirm_action(&mut self, req: &ActionRequest<'_>) -> Decision {
         if let Some(answer) = self.policy.as_ref().and_then(|p| p.confirm_actions) {
-            return match answer {
+            let d = match answer {
                 PolicyAnswer::Approve => Decision::Approve,
                 PolicyAnswer::Deny => Decision::Deny("the approval policy denies actions".into()),
             };
+            return self.decided(DecidedBy::Policy, d);
         }
         let what = match req.action {
             Some(a) => format!(
@@ -451,14 +515,14 @@ impl Operator for Approvals {
 
     fn confirm_browser(&mut self, req: &BrowserRequest<'_>) -> Decision {
         if self.scripted_checks && req.scripted.is_some() {
-            return Decision::Approve;
+            return self.decided(DecidedBy::Scripted, Decision::Approve);
         }
         if self
             .policy
             .as_ref()
             .is_some_and(|p| p.approve_browser_members.iter().any(|m| m == req.member))
         {
-            return Decision::Approve;
+            return self.decided(DecidedBy::Policy, Decision::Approve);
         }
         let what = if req.read {
             "Browser read"
@@ -603,6 +667,10 @@ impl Operator for Approvals {
             lock(t).stop = Some(stopped.clone());
         }
         self.stop = Stop(Some(stopped));
+    }
+
+    fn decided_by(&self) -> Option<DecidedBy> {
+        self.last_by
     }
 
     fn take_guidance(&mut self) -> Vec<String> {

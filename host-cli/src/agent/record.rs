@@ -147,6 +147,11 @@ pub enum Entry {
         checks: Vec<SafetyCheck>,
         /// `approved`, or `denied: why`.
         decision: String,
+        /// Who decided: `terminal`, `view`, `policy`, `scripted` or
+        /// `nobody` (absent in older recordings, or when the operator does
+        /// not say).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
     /// Before approved actions ran, a fresh capture showed the screen
     /// changed around a call's targets since the approval (`before`, the
@@ -166,6 +171,11 @@ pub enum Entry {
         call_id: String,
         index: Option<usize>,
         approved: bool,
+        /// Who decided: `terminal`, `view`, `policy`, `scripted` or
+        /// `nobody` (absent in older recordings, or when the operator does
+        /// not say).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
     /// The ledger: what became of a computer call's actions.
     Ledger {
@@ -202,6 +212,11 @@ pub enum Entry {
         read: bool,
         /// `approved`, or `refused: why`.
         decision: String,
+        /// Who decided: `terminal`, `view`, `policy`, `scripted` or
+        /// `nobody` (absent in older recordings, or when the operator does
+        /// not say).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
     AskUser {
         step: u32,

@@ -676,6 +676,11 @@ impl<'a> Runner<'a> {
         self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 
+    /// The trajectory's word for who made the operator's last decision.
+    fn decided_by(&self) -> Option<String> {
+        self.operator.decided_by().map(|b| b.as_str().to_string())
+    }
+
     /// Why a daemon request was cut short, if it was.
     fn halt_reason(&self) -> Option<Ending> {
         if self.interrupt.is_set() {

@@ -20,6 +20,7 @@ pub fn events(run: &Run, events: &[Entry]) -> String {
                 call_id,
                 checks,
                 decision,
+                by,
                 ..
             } => {
                 let asked: Vec<String> = checks
@@ -36,10 +37,10 @@ pub fn events(run: &Run, events: &[Entry]) -> String {
                 (
                     "Safety checks".to_string(),
                     format!(
-                        "{}<br>asked: {}<br>answered by the operator (terminal or --approve-policy; \
-                         the trajectory does not say which): {}",
+                        "{}<br>asked: {}<br>{}: {}",
                         tag(call_id),
                         esc(&asked.join("; ")),
+                        decided_by(by.as_deref()),
                         verdict(decision.starts_with("approved"), decision)
                     ),
                 )
@@ -75,16 +76,18 @@ pub fn events(run: &Run, events: &[Entry]) -> String {
                 call_id,
                 index,
                 approved,
+                by,
                 ..
             } => (
                 "Confirmation".into(),
                 format!(
-                    "{} {}: answered by the operator: {}",
+                    "{} {}: {}: {}",
                     tag(call_id),
                     match index {
                         Some(i) => format!("action {}", i + 1),
                         None => "the final screenshot".into(),
                     },
+                    decided_by(by.as_deref()),
                     verdict(*approved, if *approved { "approved" } else { "refused" })
                 ),
             ),
@@ -146,14 +149,16 @@ pub fn events(run: &Run, events: &[Entry]) -> String {
                 member,
                 read,
                 decision,
+                by,
                 ..
             } => (
                 "Browser approval".into(),
                 format!(
-                    "{} {} ({}): answered by the operator: {}",
+                    "{} {} ({}): {}: {}",
                     tag(call_id),
                     esc(member),
                     if *read { "read" } else { "state-changing" },
+                    decided_by(by.as_deref()),
                     verdict(decision.starts_with("approved"), decision)
                 ),
             ),
@@ -276,6 +281,22 @@ pub fn events(run: &Run, events: &[Entry]) -> String {
         return String::new();
     }
     format!("<h3>What followed</h3>\n<table>\n{rows}</table>\n")
+}
+
+/// Who answered an approval question, in the report's words (`by` is the
+/// trajectory's word; recordings before it was written say nothing).
+pub fn decided_by(by: Option<&str>) -> String {
+    match by {
+        Some("terminal") => "answered by the operator on the terminal".into(),
+        Some("view") => "answered by the operator in the live view".into(),
+        Some("policy") => "decided by the operator's --approve-policy".into(),
+        Some("scripted") => {
+            "approved by --approve-scripted-checks (the scripted model's own)".into()
+        }
+        Some("nobody") => "nobody could answer (denied by default)".into(),
+        Some(other) => format!("answered by {}", esc(other)),
+        None => "answered by the operator (this recording does not say how)".into(),
+    }
 }
 
 pub fn tag(s: &str) -> String {

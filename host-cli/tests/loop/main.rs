@@ -4062,7 +4062,8 @@ async fn the_trajectory_is_typed_entries_and_resume_reads_them() {
     assert_eq!(started.session, "test");
     assert!(matches!(
         &entries[5],
-        Entry::SafetyChecks { call_id, checks, decision, step: 1 }
+        // ScriptedOp does not say who decided: no `by`.
+        Entry::SafetyChecks { call_id, checks, decision, step: 1, by: None }
             if call_id == "call_1" && checks.len() == 2 && decision == "approved"
     ));
     assert!(matches!(

@@ -276,6 +276,8 @@ fn browser_calls_are_approved_by_yes_a_listed_member_or_the_scripted_flag_only()
         none.confirm_browser(&req("click")),
         Decision::Deny(_)
     ));
+    // Nobody to ask: denied by default, and the trajectory says so.
+    assert_eq!(none.decided_by(), Some(DecidedBy::Nobody));
     let mut policy = Approvals {
         policy: Some(Policy {
             approve_browser_members: vec!["click".into()],
@@ -284,6 +286,7 @@ fn browser_calls_are_approved_by_yes_a_listed_member_or_the_scripted_flag_only()
         ..Approvals::default()
     };
     assert_eq!(policy.confirm_browser(&req("click")), Decision::Approve);
+    assert_eq!(policy.decided_by(), Some(DecidedBy::Policy));
     assert!(matches!(
         policy.confirm_browser(&req("type")),
         Decision::Deny(_)
@@ -296,6 +299,7 @@ fn browser_calls_are_approved_by_yes_a_listed_member_or_the_scripted_flag_only()
         scripted.confirm_browser(&scripted_req("navigate")),
         Decision::Approve
     );
+    assert_eq!(scripted.decided_by(), Some(DecidedBy::Scripted));
     // The flag without the scripted model's proof (a real model's call)
     // approves nothing.
     assert!(matches!(

@@ -97,6 +97,7 @@ fn every_line_is_written_and_read_through_the_entry_type() {
             call_id: "call_a".into(),
             index: None,
             approved: false,
+            by: Some("nobody".into()),
         },
     ];
     for e in &entries {

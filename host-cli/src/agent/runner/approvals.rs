@@ -236,6 +236,7 @@ impl Runner<'_> {
                 Decision::Approve => "approved".to_string(),
                 Decision::Deny(r) => format!("denied: {r}"),
             },
+            by: self.decided_by(),
         })?;
         if let Some(ending) = self.halt_reason() {
             self.recorder.sync()?;

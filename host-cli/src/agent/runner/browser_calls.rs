@@ -125,6 +125,7 @@ impl Runner<'_> {
                 Decision::Approve => "approved".into(),
                 Decision::Deny(r) => format!("refused: {r}"),
             },
+            by: self.decided_by(),
         })?;
         if let Some(ending) = self.halt_reason() {
             self.browser_diagnostic(step, call_id, member, "approval", "cancelled", started);

@@ -209,6 +209,7 @@ impl Runner<'_> {
                 call_id: call_id.to_string(),
                 index: Some(i),
                 approved: d == Decision::Approve,
+                by: self.decided_by(),
             })?;
             if let Some(ending) = self.halt_reason() {
                 self.recorder.ledger(
@@ -273,6 +274,7 @@ impl Runner<'_> {
             call_id: call_id.to_string(),
             index: None,
             approved: d == Decision::Approve,
+            by: self.decided_by(),
         })?;
         if let Some(ending) = self.halt_reason() {
             self.recorder.ledger(
