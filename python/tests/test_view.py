@@ -3,9 +3,12 @@ driven over WebDriver by Selenium, against a real guest under Docker.
 
 What it proves (issue 15 part 2): the view refuses a request without its
 token, with a foreign Host, and a WebSocket from a foreign Origin; frames
-arrive and show what a daemon screenshot shows; Take control and typing in
-the page put the text byte-exact into an xterm inside the guest; a run's
-report renders with no console error and shows every step. With
+arrive and show what a daemon screenshot shows, and a full-resolution
+snapshot is one click away; Take control and typing in the page put the
+text byte-exact into an xterm inside the guest; a view-only link, open in
+the same browser beside the full one, shows no controls and its commands
+change nothing; a run's report renders with no console error and shows
+every step. With
 ``SANDTOP_VIEW_SHOTS=DIR`` it saves the page and the report as PNGs there
 (the README's pictures).
 
@@ -59,6 +62,12 @@ def wait_until(what: str, pred: Any, within: float = 20.0, every: float = 0.1) -
         time.sleep(every)
 
 
+def cookie_name(port: int) -> str:
+    """A view's cookie carries its port: two views in one browser keep
+    their own sessions."""
+    return f"sandtop_view_{port}"
+
+
 def http_get(port: int, path: str, host: str | None = None, cookie: str | None = None) -> tuple[int, bytes]:
     import http.client
 
@@ -66,7 +75,7 @@ def http_get(port: int, path: str, host: str | None = None, cookie: str | None =
     c.putrequest("GET", path, skip_host=True)
     c.putheader("Host", host or f"127.0.0.1:{port}")
     if cookie:
-        c.putheader("Cookie", f"sandtop_view={cookie}")
+        c.putheader("Cookie", f"{cookie_name(port)}={cookie}")
     c.endheaders()
     r = c.getresponse()
     body = r.read()
@@ -83,7 +92,7 @@ def ws_upgrade(port: int, origin: str, cookie: str) -> int:
                 f"Host: 127.0.0.1:{port}\r\n"
                 "Upgrade: websocket\r\nConnection: Upgrade\r\n"
                 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-                f"Origin: {origin}\r\nCookie: sandtop_view={cookie}\r\n\r\n"
+                f"Origin: {origin}\r\nCookie: {cookie_name(port)}={cookie}\r\n\r\n"
             ).encode()
         )
         head = s.recv(1024).decode("latin-1")
@@ -142,8 +151,8 @@ class World:
     def js(self, script: str, *args: Any) -> Any:
         return self.driver.execute_script(script, *args)
 
-    def cookie(self) -> str:
-        c = self.driver.get_cookie("sandtop_view")
+    def cookie(self, port: int | None = None) -> str:
+        c = self.driver.get_cookie(cookie_name(port or self.port))
         assert c is not None, "the view set no cookie"
         assert c.get("httpOnly") is True
         assert c.get("sameSite") == "Strict"
@@ -238,6 +247,100 @@ def test_frames_arrive_and_show_what_a_daemon_screenshot_shows(world: World) -> 
     before = world.js("return window.sandtopView.frames")
     world.cli("act", "--session", world.session.name, json.dumps({"type": "keypress", "keys": ["SUPER", "T"]}))
     wait_until("a frame after the screen changed", lambda: world.js("return window.sandtopView.frames") > before)
+
+
+def test_the_snapshot_is_a_full_resolution_png_of_the_screen(world: World) -> None:
+    status, body = http_get(world.port, "/snapshot.png", cookie=world.cookie())
+    assert status == 200, body[:200]
+    w, h, rgb = decode_png(body)
+    assert (w, h) == (1280, 800)
+    # The screen, not a blank picture: the desktop and its panel differ.
+    assert len(set(rgb[i : i + 3] for i in range(0, len(rgb), 3 * 997))) > 3
+    # Not without the cookie.
+    status, _ = http_get(world.port, "/snapshot.png")
+    assert status == 401
+
+
+def ws_commands(port: int, cookie: str, commands: list[dict[str, Any]], within: float = 10.0) -> list[dict[str, Any]]:
+    """Sends commands over the view's WebSocket (websocket-client, which
+    Selenium brings) and returns the text events that came back while it
+    waited for one refusal per command (or `within` seconds)."""
+    import websocket  # type: ignore[import-untyped]
+
+    ws = websocket.create_connection(
+        f"ws://127.0.0.1:{port}/ws",
+        origin=f"http://127.0.0.1:{port}",
+        cookie=f"{cookie_name(port)}={cookie}",
+        timeout=2,
+    )
+    events: list[dict[str, Any]] = []
+    try:
+        for c in commands:
+            ws.send(json.dumps(c))
+        end = time.monotonic() + within
+        while time.monotonic() < end and sum(e.get("type") == "refused" for e in events) < len(commands):
+            try:
+                op, data = ws.recv_data()
+            except websocket.WebSocketTimeoutException:
+                continue
+            if op == websocket.ABNF.OPCODE_TEXT:
+                events.append(json.loads(data))
+    finally:
+        ws.close()
+    return events
+
+
+def test_a_view_only_link_shows_no_controls_and_its_commands_change_nothing(world: World) -> None:
+    from selenium.webdriver.common.by import By
+
+    ro = subprocess.Popen(
+        [world.host_cli, "view", "--view-only", world.session.name],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    driver = world.driver
+    main = driver.current_window_handle
+    try:
+        assert ro.stdout is not None
+        line = ro.stdout.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/login\?t=[0-9a-f]{64}", line)
+        assert m, f"host-cli view --view-only printed no link: {line!r}"
+        port = int(m.group(1))
+        driver.switch_to.new_window("tab")
+        driver.get(m.group(0))
+        wait_until("a first frame in the view-only page", lambda: world.js("return window.sandtopView.frames") > 0)
+        # No controls: the bar is hidden and the buttons are off.
+        assert not driver.find_element(By.ID, "controls").is_displayed()
+        assert driver.find_element(By.ID, "take").get_attribute("disabled") is not None
+        cookie = world.cookie(port)
+        # The full view, in the first tab, still has its own session.
+        status, _ = http_get(world.port, "/", cookie=world.cookie())
+        assert status == 200
+        # Its commands are refused by the server, not only hidden: Take,
+        # then keys that would create a file, change nothing.
+        marker = "/tmp/view-only-was-obeyed"
+        events = ws_commands(
+            port,
+            cookie,
+            [
+                {"type": "take"},
+                {"type": "act", "actions": [{"type": "type", "text": f"touch {marker}\n"}]},
+                {"type": "answer", "id": 1, "answer": "approve"},
+            ],
+        )
+        refused = [e for e in events if e.get("type") == "refused"]
+        assert len(refused) == 3 and all("view-only" in e.get("why", "") for e in refused), events
+        # Nobody holds the desktop: another client acts at once.
+        world.cli("act", "--session", world.session.name, json.dumps({"type": "wait"}))
+        time.sleep(1.0)
+        assert guest_file(world.container(), marker) is None
+    finally:
+        if driver.current_window_handle != main:
+            driver.close()
+            driver.switch_to.window(main)
+        ro.terminate()
+        ro.wait(timeout=10)
 
 
 def test_take_control_and_typing_in_the_page_reach_an_xterm_byte_exact(world: World) -> None:
@@ -344,5 +447,13 @@ def test_approve_in_the_page_lets_a_waiting_run_go_on(world: World) -> None:
             if e.get("kind") == "answered":
                 answered.append(e)
     assert answered and all(a["by"] == "view" and a["answer"] == "approve" for a in answered), answered
+    # The decision's own entry says who made it too (the report shows it).
+    decided = []
+    with open(os.path.join(run, "trajectory.jsonl")) as f:
+        for line in f:
+            e = json.loads(line)
+            if e.get("kind") == "safety_checks":
+                decided.append(e)
+    assert decided and all(d.get("by") == "view" and d["decision"] == "approved" for d in decided), decided
     # Every question closed in the page too.
     wait_until("the questions closed", lambda: not world.driver.find_elements(By.CSS_SELECTOR, ".question"))

@@ -28,7 +28,6 @@ async fn a_new_viewer_gets_a_frame_at_once_then_none_until_something_changes() {
     assert_eq!(first.json["screen"], json!({"width": 1920, "height": 1080}));
     let jpeg = decoded(&first.json);
     assert_eq!(&jpeg[..3], &[0xff, 0xd8, 0xff], "JPEG's SOI");
-    // The pointer is drawn in: the fake's cursor was asked for.
     assert!(fx.events().iter().any(|e| matches!(e, Event::Capture(_))));
 
     // Nothing changes: the wait runs out with no capture and no image.
@@ -68,6 +67,37 @@ async fn a_new_viewer_gets_a_frame_at_once_then_none_until_something_changes() {
     let next = check_reply(paths::FRAME, StatusCode::OK, &body, fx.token());
     assert_eq!(next["changed"], json!(true));
     assert!(next["seq"].as_u64().unwrap() > seq);
+}
+
+/// The pointer is part of the picture a viewer sees: the fake driver's
+/// cursor (a 2x2 green square at 1,1) is drawn over its screen pattern,
+/// at full resolution in the lossless snapshot format.
+#[tokio::test]
+async fn a_frame_shows_the_pointer_where_it_is() {
+    let fx = Fx::new();
+    let body = json!({ "after": 0, "wait_ms": 0, "format": "png" });
+    let r = fx.call(fx.post(paths::FRAME, &body)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(r.json["image"]["width"], json!(1920));
+    let png = decoded(&r.json);
+    let mut reader = png::Decoder::new(std::io::Cursor::new(png))
+        .read_info()
+        .unwrap();
+    let mut px = vec![0u8; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut px).unwrap();
+    assert_eq!((info.width, info.height), (1920, 1080));
+    assert_eq!(info.color_type, png::ColorType::Rgb);
+    let at = |x: usize, y: usize| {
+        let i = (y * 1920 + x) * 3;
+        [px[i], px[i + 1], px[i + 2]]
+    };
+    // The screen's own pattern is RGB (x^y, y, x) around the pointer.
+    assert_eq!(at(0, 0), [0, 0, 0]);
+    assert_eq!(at(3, 3), [0, 3, 3]);
+    assert_eq!(at(5, 2), [7, 2, 5]);
+    for (x, y) in [(1, 1), (2, 1), (1, 2), (2, 2)] {
+        assert_eq!(at(x, y), [0, 255, 0], "the pointer at {x},{y}");
+    }
 }
 
 #[tokio::test]

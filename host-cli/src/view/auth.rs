@@ -3,9 +3,11 @@
 //! WebSocket's `Origin` pinned to the view's own origin.
 //!
 //! - The printed link carries a one-time token (256 bits). Its first use
-//!   sets a cookie `sandtop_view` (another 256-bit value; HttpOnly,
+//!   sets a cookie `sandtop_view_PORT` (another 256-bit value; HttpOnly,
 //!   SameSite=Strict, Path=/) and the token is spent: a copied link that
-//!   arrives later is refused.
+//!   arrives later is refused. Cookies are shared by every port of a host,
+//!   so the name carries the port: two views open in one browser (say a
+//!   view-only one beside a full one) keep their own sessions.
 //! - Every request must name `127.0.0.1:PORT` exactly in `Host`: a page
 //!   on `evil.test` that rebinds its name to 127.0.0.1 sends its own name
 //!   and is refused before anything else is read.
@@ -22,8 +24,8 @@ use http::HeaderMap;
 use http::header;
 use zeroize::Zeroizing;
 
-/// The cookie's name.
-pub const COOKIE: &str = "sandtop_view";
+/// The cookie's name, before `_PORT`.
+pub const COOKIE_PREFIX: &str = "sandtop_view";
 
 /// What a cookie grants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,8 +144,14 @@ impl Auth {
         }
     }
 
+    /// The name of this view's cookie (`sandtop_view_PORT`).
+    pub fn cookie_name(&self) -> String {
+        format!("{COOKIE_PREFIX}_{}", self.addr.port())
+    }
+
     /// What the request's cookie grants.
     pub fn session(&self, headers: &HeaderMap) -> Result<Grant, Refusal> {
+        let ours = self.cookie_name();
         let cookies = lock(&self.cookies);
         for v in headers.get_all(header::COOKIE) {
             let Ok(v) = v.to_str() else { continue };
@@ -151,7 +159,7 @@ impl Auth {
                 let Some((name, value)) = pair.trim().split_once('=') else {
                     continue;
                 };
-                if name != COOKIE {
+                if name != ours {
                     continue;
                 }
                 if let Some((_, g)) = cookies.iter().find(|(c, _)| same(c, value)) {
@@ -163,8 +171,11 @@ impl Auth {
     }
 
     /// The `Set-Cookie` header value for a new session.
-    pub fn set_cookie(value: &str) -> String {
-        format!("{COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/")
+    pub fn set_cookie(&self, value: &str) -> String {
+        format!(
+            "{}={value}; HttpOnly; SameSite=Strict; Path=/",
+            self.cookie_name()
+        )
     }
 }
 
@@ -247,12 +258,18 @@ mod tests {
         assert_eq!(a.login("0".repeat(64).as_str()), Err(Refusal::BadToken));
         let cookie = a.login(&token).unwrap();
         assert_eq!(a.login(&token), Err(Refusal::BadToken), "spent");
-        let h = headers(&[("cookie", &format!("other=1; {COOKIE}={cookie}"))]);
+        let h = headers(&[("cookie", &format!("other=1; sandtop_view_4567={cookie}"))]);
         assert_eq!(a.session(&h), Ok(Grant::Control));
-        let h = headers(&[("cookie", &format!("{COOKIE}={}", "f".repeat(64)))]);
+        let h = headers(&[("cookie", &format!("sandtop_view_4567={}", "f".repeat(64)))]);
+        assert_eq!(a.session(&h), Err(Refusal::NoSession));
+        // The right value under another view's name is not this view's.
+        let h = headers(&[("cookie", &format!("sandtop_view_4568={cookie}"))]);
         assert_eq!(a.session(&h), Err(Refusal::NoSession));
         assert_eq!(a.session(&headers(&[])), Err(Refusal::NoSession));
-        assert!(Auth::set_cookie(&cookie).contains("HttpOnly; SameSite=Strict"));
+        assert_eq!(
+            a.set_cookie(&cookie),
+            format!("sandtop_view_4567={cookie}; HttpOnly; SameSite=Strict; Path=/")
+        );
     }
 
     #[test]
@@ -260,7 +277,7 @@ mod tests {
         let a = Auth::new("127.0.0.1:4567".parse().unwrap(), Grant::ViewOnly).unwrap();
         let token = a.link().split("t=").nth(1).unwrap().to_string();
         let cookie = a.login(&token).unwrap();
-        let h = headers(&[("cookie", &format!("{COOKIE}={cookie}"))]);
+        let h = headers(&[("cookie", &format!("sandtop_view_4567={cookie}"))]);
         assert_eq!(a.session(&h), Ok(Grant::ViewOnly));
     }
 }

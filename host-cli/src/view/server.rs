@@ -129,7 +129,7 @@ async fn login(
         Ok(cookie) => (
             StatusCode::SEE_OTHER,
             [
-                (header::SET_COOKIE, Auth::set_cookie(&cookie)),
+                (header::SET_COOKIE, s.auth.set_cookie(&cookie)),
                 (header::LOCATION, "/".to_string()),
             ],
         )
