@@ -3,7 +3,8 @@
 //! step by step (exit 0), and its report shows every step's replayed
 //! screen beside the recorded one; the same recording with one click moved (to the
 //! terminal's launcher instead of the browser's) diverges at that step
-//! (exit 7), naming it.
+//! (exit 7), naming it and the regions that differ; with `--until` the
+//! step before it, the tampered recording matches.
 
 #![allow(clippy::unwrap_used)]
 
@@ -158,6 +159,17 @@ fn the_exercise_replays_step_for_step_and_a_moved_click_diverges_at_its_step() {
         said.contains(&format!("diverged at step {step}")),
         "not at the tampered step {step}: {said}"
     );
+    // The step's line names the regions that differ (WxH at (x, y)).
+    let line = said
+        .lines()
+        .find(|l| l.contains("DIVERGED"))
+        .unwrap_or_else(|| panic!("no DIVERGED line: {said}"));
+    assert!(
+        line.trim_start().starts_with(&format!("step {step:>3}"))
+            && line.contains("region(s) differ: ")
+            && line.contains(" at ("),
+        "{line}"
+    );
     let written: Vec<String> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -170,5 +182,26 @@ fn the_exercise_replays_step_for_step_and_a_moved_click_diverges_at_its_step() {
     assert!(
         of_step("-replayed.png") && of_step("-recorded.png"),
         "{written:?}"
+    );
+    // --until stops before the tampered step: what came before matches.
+    let r = host_cli(state.path())
+        .args(["replay", "--until"])
+        .arg((step - 1).to_string())
+        .arg(&tampered)
+        .arg("-o")
+        .arg(state.path().join("until"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&r.stdout).to_string();
+    assert_eq!(r.status.code(), Some(0), "{said}");
+    let compared = said
+        .lines()
+        .filter(|l| l.trim_start().starts_with("step "))
+        .count();
+    assert!(
+        compared >= 1
+            && said.contains("every step matched")
+            && !said.contains(&format!("step {step:>3} ")),
+        "{said}"
     );
 }
