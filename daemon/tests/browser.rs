@@ -9,6 +9,12 @@
 //! hostile pages ending in limits, and the busy rule shared with the
 //! computer driver. The toolset's rules (confirmation, URL policy, member
 //! selection, model-facing shapes) are host-cli's and tested there.
+//!
+//!
+//! Size (~800 lines): the tier's fixture (a daemon with Firefox, the test
+//! pages and their server) and the cases of the driver's core members
+//! (reads, refs, tabs, limits, images, navigation, scrolling, the busy
+//! rule); later parts of the contract have their own files in `browser/`.
 
 #![allow(clippy::unwrap_used)]
 

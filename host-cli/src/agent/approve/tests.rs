@@ -1,4 +1,9 @@
 //! Unit tests of the operator: policies, terminal prompts, stops.
+//!
+//! Size (~700 lines): one case per operator rule (policy codes, the
+//! scripted proof, browser members, prompts, the terminal/view race,
+//! stops), sharing the request builders and the scripted-terminal fakes
+//! above them; a split by question kind is the natural next step.
 
 use std::io::Write as _;
 use std::sync::mpsc;

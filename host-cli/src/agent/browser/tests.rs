@@ -1,3 +1,9 @@
+//! Unit tests of the browser toolset's rules: member selection, argument
+//! checks, the URL policy and the confirmation texts.
+//!
+//! Size (~750 lines): most of it is the table of refused arguments, one row
+//! per rule and member, kept beside the checks it proves.
+
 use super::*;
 
 fn s(v: &[&str]) -> Vec<String> {
