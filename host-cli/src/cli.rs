@@ -526,36 +526,6 @@ fn ls_entry(rec: &SessionRecord, state: State) -> Value {
     v
 }
 
-/// The session named, or the only running one.
-pub async fn resolve_session(
-    store: &Store,
-    name: Option<&str>,
-) -> anyhow::Result<(SessionDir, SessionRecord)> {
-    if let Some(n) = name {
-        let dir = store.get(n)?;
-        let rec = dir.load()?;
-        return Ok((dir, rec));
-    }
-    let mut running = Vec::new();
-    for (dir, rec) in store.list()? {
-        if guest::state(&dir, &rec).await == State::Running {
-            running.push((dir, rec));
-        }
-    }
-    match running.len() {
-        1 => Ok(running.remove(0)),
-        0 => bail!("no session is running: start one with `host-cli guest start`"),
-        n => bail!(
-            "{n} sessions are running ({}): pick one with --session NAME",
-            running
-                .iter()
-                .map(|(_, r)| r.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
-
 /// Writes `bytes` to a new file, 0600; never replaces an existing file
 /// (docs/contract.md rule 25).
 pub fn write_new_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
@@ -581,7 +551,7 @@ pub fn write_new_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 async fn screenshot(a: ScreenshotArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open()?;
-    let (dir, rec) = resolve_session(&store, a.session.session.as_deref()).await?;
+    let (dir, rec) = guest::resolve_session(&store, a.session.session.as_deref()).await?;
     let _owner = crate::agent::cmd::hold_session(&dir, "host-cli screenshot")?;
     let mut ch = guest::open_channel(&dir, &rec).await?;
     let options = ScreenshotOptions {
@@ -632,7 +602,7 @@ pub fn parse_actions(text: &str) -> anyhow::Result<Vec<Action>> {
 async fn act(a: ActArgs) -> anyhow::Result<ExitCode> {
     let actions = parse_actions(&a.actions)?;
     let store = Store::open()?;
-    let (dir, rec) = resolve_session(&store, a.session.session.as_deref()).await?;
+    let (dir, rec) = guest::resolve_session(&store, a.session.session.as_deref()).await?;
     let _owner = crate::agent::cmd::hold_session(&dir, "host-cli act")?;
     let mut ch = guest::open_channel(&dir, &rec).await?;
     let screenshot = ScreenshotOptions {

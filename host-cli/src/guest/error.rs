@@ -127,6 +127,16 @@ pub enum GuestError {
         #[source]
         source: ChannelError,
     },
+    /// No session was named and none is running.
+    #[error("no session is running: start one with `host-cli guest start`")]
+    NoneRunning,
+    /// No session was named and several are running.
+    #[error(
+        "{} sessions are running ({}): pick one with --session NAME",
+        names.len(),
+        names.join(", ")
+    )]
+    SeveralRunning { names: Vec<String> },
     /// The session's egress proxy.
     #[error("starting the egress proxy")]
     Egress(#[source] EgressError),

@@ -219,6 +219,32 @@ async fn socket_refuses(dir: &SessionDir, rec: &SessionRecord) -> bool {
     }
 }
 
+/// The session named, or the only running one (the commands that act on
+/// one session: `act`, `screenshot`, `view`).
+pub async fn resolve_session(
+    store: &Store,
+    name: Option<&str>,
+) -> Result<(SessionDir, SessionRecord)> {
+    if let Some(n) = name {
+        let dir = store.get(n)?;
+        let rec = dir.load()?;
+        return Ok((dir, rec));
+    }
+    let mut running = Vec::new();
+    for (dir, rec) in store.list()? {
+        if state(&dir, &rec).await == State::Running {
+            running.push((dir, rec));
+        }
+    }
+    match running.len() {
+        1 => Ok(running.remove(0)),
+        0 => Err(GuestError::NoneRunning),
+        _ => Err(GuestError::SeveralRunning {
+            names: running.into_iter().map(|(_, r)| r.name).collect(),
+        }),
+    }
+}
+
 /// Starts a session with `backend`, cleaning up on failure.
 pub async fn start<B: Backend>(
     store: &Store,

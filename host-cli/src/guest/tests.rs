@@ -260,3 +260,33 @@ fn walk(top: &Path) -> Vec<String> {
     }
     out
 }
+
+#[tokio::test]
+async fn a_session_is_named_or_the_only_running_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::at(tmp.path().join("state")).unwrap();
+    let e = resolve_session(&store, None).await.unwrap_err();
+    assert!(matches!(e, GuestError::NoneRunning), "{e:?}");
+    let e = resolve_session(&store, Some("nope")).await.unwrap_err();
+    assert!(
+        matches!(e, GuestError::Session(crate::session::SessionError::NotFound(ref n)) if n == "nope"),
+        "{e:?}"
+    );
+    // A session whose guest is gone is not running: still none.
+    let dir = store.create("gone").unwrap();
+    let mut rec = docker_record("gone");
+    rec.guest = crate::session::BackendRecord::Local(crate::session::LocalRecord { pid: i32::MAX });
+    dir.save(&rec).unwrap();
+    let e = resolve_session(&store, None).await.unwrap_err();
+    assert!(matches!(e, GuestError::NoneRunning), "{e:?}");
+    // Named, it is found whatever its state.
+    let (d, r) = resolve_session(&store, Some("gone")).await.unwrap();
+    assert_eq!((d.name.as_str(), r.name.as_str()), ("gone", "gone"));
+    let e = GuestError::SeveralRunning {
+        names: vec!["a".into(), "b".into()],
+    };
+    assert_eq!(
+        e.to_string(),
+        "2 sessions are running (a, b): pick one with --session NAME"
+    );
+}

@@ -46,7 +46,7 @@ pub struct ViewArgs {
 
 pub async fn view(a: ViewArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open()?;
-    let (dir, rec) = crate::cli::resolve_session(&store, a.session.as_deref()).await?;
+    let (dir, rec) = crate::guest::resolve_session(&store, a.session.as_deref()).await?;
     let name = dir.name.clone();
     // A run that starts while this view is up waits a moment for it to
     // connect, so its first question reaches the page.
