@@ -7,7 +7,9 @@ arrive and show what a daemon screenshot shows, and a full-resolution
 snapshot is one click away; Take control and typing in the page put the
 text byte-exact into an xterm inside the guest; a view-only link, open in
 the same browser beside the full one, shows no controls and its commands
-change nothing; a run's report renders with no console error and shows
+change nothing; Approve in the page lets a waiting run go on, and on a
+run with a real terminal (a pty) the terminal's prompt closes saying the
+view answered; a run's report renders with no console error and shows
 every step. With
 ``SANDTOP_VIEW_SHOTS=DIR`` it saves the page and the report as PNGs there
 (the README's pictures).
@@ -477,3 +479,72 @@ def test_approve_in_the_page_lets_a_waiting_run_go_on(world: World) -> None:
     assert decided and all(d.get("by") == "view" and d["decision"] == "approved" for d in decided), decided
     # Every question closed in the page too.
     wait_until("the questions closed", lambda: not world.driver.find_elements(By.CSS_SELECTOR, ".question"))
+
+
+def test_approve_in_the_page_closes_the_terminals_prompt(world: World) -> None:
+    """The same question on a real terminal (a pty as the run's controlling
+    terminal, nobody typing) and in the page: the page's Approve wins, the
+    run goes on, and the terminal's prompt closes saying so."""
+    import fcntl
+    import pty
+    import termios
+    import threading
+
+    from selenium.webdriver.common.by import By
+
+    run = os.path.join(world.state, "terminal-run")
+    master, slave = pty.openpty()
+
+    def own_terminal() -> None:
+        # A new session (start_new_session) whose controlling terminal is
+        # the pty: the run's /dev/tty.
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    ex = subprocess.Popen(
+        [world.host_cli, "exercise", "--session", world.session.name, "--record", run],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=own_terminal,
+    )
+    os.close(slave)
+    seen = bytearray()
+
+    def read_terminal() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
+    clicked = 0
+    try:
+        deadline = time.monotonic() + 240
+        while ex.poll() is None and time.monotonic() < deadline:
+            if b"Approve and run these actions?" in seen:
+                for b in world.driver.find_elements(By.CSS_SELECTOR, ".question button.answer-approve"):
+                    try:
+                        b.click()
+                        clicked += 1
+                    except Exception:  # noqa: BLE001 - closed between find and click
+                        pass
+            time.sleep(0.1)
+        out, err = ex.communicate(timeout=60)
+    finally:
+        if ex.poll() is None:
+            ex.kill()
+        os.close(master)
+    text = seen.decode("utf-8", "replace")
+    assert clicked >= 1, f"no question reached the page; the terminal showed: {text[-2000:]}"
+    assert ex.returncode == 0, out + err
+    assert "(answered in the view: approve)" in text, text[-2000:]
+    with open(os.path.join(run, "trajectory.jsonl")) as f:
+        decided = [json.loads(line) for line in f if '"safety_checks"' in line]
+    assert decided and all(d.get("by") == "view" for d in decided), decided
