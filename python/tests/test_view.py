@@ -441,14 +441,24 @@ def test_approve_in_the_page_lets_a_waiting_run_go_on(world: World) -> None:
     )
     clicked = 0
     shots = os.environ.get("SANDTOP_VIEW_SHOTS")
+    shown: dict[str, Any] = {}
     try:
         deadline = time.monotonic() + 240
         while ex.poll() is None and time.monotonic() < deadline:
             buttons = world.driver.find_elements(By.CSS_SELECTOR, ".question button.answer-approve")
-            if buttons and clicked == 0 and shots:
-                # The README's picture: a run waiting for the operator.
-                os.makedirs(shots, exist_ok=True)
-                world.driver.save_screenshot(os.path.join(shots, "view.png"))
+            if buttons and clicked == 0:
+                # What the page shows of the run while it waits: its step,
+                # its usage, the call's actions (marked on the screen).
+                shown = world.js(
+                    "return {step: document.getElementById('step').textContent,"
+                    " usage: document.getElementById('usage').textContent,"
+                    " listed: document.querySelectorAll('#last-call li').length,"
+                    " actions: (window.sandtopView.lastCall || {actions: []}).actions.length}"
+                )
+                if shots:
+                    # The README's picture: a run waiting for the operator.
+                    os.makedirs(shots, exist_ok=True)
+                    world.driver.save_screenshot(os.path.join(shots, "view.png"))
             for b in buttons:
                 try:
                     b.click()
@@ -462,6 +472,8 @@ def test_approve_in_the_page_lets_a_waiting_run_go_on(world: World) -> None:
             ex.kill()
     assert clicked >= 1, "no question reached the page"
     assert ex.returncode == 0, out + err
+    assert re.match(r"\d+ of \d+$", shown["step"]) and "requests" in shown["usage"], shown
+    assert shown["actions"] >= 1 and shown["listed"] == shown["actions"] + 1, shown
     answered = []
     with open(os.path.join(run, "trajectory.jsonl")) as f:
         for line in f:

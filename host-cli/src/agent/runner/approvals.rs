@@ -217,6 +217,9 @@ impl Runner<'_> {
         a: &Asked<'_>,
         changed_since: Option<&std::path::Path>,
     ) -> anyhow::Result<Option<Stop>> {
+        // The view marks the targets of the call being asked about, so that
+        // the operator sees what an approval would run.
+        self.tell_call(step, a.call_id, a.actions);
         let scripted = self.model.scripted();
         let decision = blocking(|| {
             self.operator.approve_checks(&CheckRequest {
