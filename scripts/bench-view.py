@@ -12,6 +12,11 @@ opens an xterm, then:
   includes starting that process, so it is an upper bound); each is timed
   from just before the process starts to the first frame drawn in the page
   after it (the page's own arrival times, same wall clock);
+- damage to browser: N single keystrokes sent straight to the daemon over
+  its socket (one kept connection, the package's DaemonClient), timed from
+  just before the request to the first frame drawn after it: what remains
+  is the xterm drawing the key, the daemon's damage wakeup, the frame, the
+  view and the page;
 - frames/s while typing: for 4 s, one keystroke per `host-cli act`, as
   fast as they go; frames drawn per second meanwhile;
 - frames/s while the screen changes without pause (`yes` in the xterm);
@@ -98,6 +103,25 @@ def main() -> None:
                     lat.append(later[0] - t0)
                     break
                 time.sleep(0.002)
+        client = session.client
+        direct: list[float] = []
+        for _ in range(n):
+            time.sleep(0.3)
+            seen = driver.execute_script("return window.__arrivals.length")
+            t0 = time.time() * 1000
+            client.request(
+                "POST",
+                "/v1/actions",
+                {"actions": [{"type": "type", "text": "z"}], "final_screenshot": False},
+            )
+            end = time.monotonic() + 3
+            while time.monotonic() < end:
+                arr = driver.execute_script("return window.__arrivals")
+                later = [t for t in arr[seen:] if t >= t0]
+                if later:
+                    direct.append(later[0] - t0)
+                    break
+                time.sleep(0.002)
         seen = driver.execute_script("return window.__arrivals.length")
         t0 = time.time() * 1000
         keys = 0
@@ -134,6 +158,7 @@ def main() -> None:
         page = driver.execute_script("return window.sandtopView.latencies")
         print(f"input to browser (host-cli act, N={len(lat)}): p50 {pct(lat, 50):.0f} ms, p95 {pct(lat, 95):.0f} ms")
         print(f"  of which host-cli act itself (process start to exit): p50 {pct(acted, 50):.0f} ms")
+        print(f"keystroke over the daemon's socket to the frame drawn (N={len(direct)}): p50 {pct(direct, 50):.0f} ms, p95 {pct(direct, 95):.0f} ms")
         print(f"frames/s while typing ({keys} keystrokes in {(t1 - t0) / 1000:.1f} s, one host-cli act each): {fps:.1f}")
         print(f"frames/s while the screen changes continuously (`yes` in the xterm, 4 s): {flood:.1f}")
         print(f"idle 10 s: {frames1 - frames0} frames, host-cli view CPU {100 * (c1 - c0) / 10:.2f} %")
