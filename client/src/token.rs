@@ -27,16 +27,12 @@ impl std::fmt::Debug for Token {
 /// Why no token could be had.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    #[error("cannot read the token file {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("cannot create the token file {path}: {source}")]
-    Write {
-        path: String,
-        source: std::io::Error,
-    },
+    // The io error is part of the message and not also a `source`, so
+    // that a chain of causes shows it once.
+    #[error("cannot read the token file {path}: {error}")]
+    Read { path: String, error: std::io::Error },
+    #[error("cannot create the token file {path}: {error}")]
+    Write { path: String, error: std::io::Error },
     #[error("the token must be {} hex digits (256 bits)", TOKEN_BYTES * 2)]
     Malformed,
     /// The token file does not hold a token (its text is not shown).
@@ -70,9 +66,9 @@ impl Token {
             Ok(text) => Token::parse(&text).map_err(|_| TokenError::MalformedFile {
                 path: path.display().to_string(),
             }),
-            Err(source) => Err(TokenError::Read {
+            Err(error) => Err(TokenError::Read {
                 path: path.display().to_string(),
-                source,
+                error,
             }),
         }
     }
@@ -81,9 +77,7 @@ impl Token {
     /// generates one and writes it there (0600, created exclusively).
     pub fn load_or_create(path: &Path) -> Result<Token, TokenError> {
         match Token::read(path) {
-            Err(TokenError::Read { source, .. })
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
+            Err(TokenError::Read { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
                 let token = Token::generate()?;
                 token.write_new(path)?;
                 Ok(token)
@@ -95,9 +89,9 @@ impl Token {
     /// Writes the token to a new file `path` (0600, created exclusively,
     /// synced).
     pub fn write_new(&self, path: &Path) -> Result<(), TokenError> {
-        let write_err = |source| TokenError::Write {
+        let write_err = |error| TokenError::Write {
             path: path.display().to_string(),
-            source,
+            error,
         };
         let mut f = std::fs::OpenOptions::new()
             .write(true)

@@ -10,7 +10,6 @@
 //! computer driver. The toolset's rules (confirmation, URL policy, member
 //! selection, model-facing shapes) are host-cli's and tested there.
 //!
-//!
 //! Size (~800 lines): the tier's fixture (a daemon with Firefox, the test
 //! pages and their server) and the cases of the driver's core members
 //! (reads, refs, tabs, limits, images, navigation, scrolling, the busy

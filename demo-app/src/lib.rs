@@ -62,10 +62,6 @@
 //! form, its strict parser, the `Store` and the router, with the helpers
 //! `sign_in` uses too (`parse_fields`, `html`, `list_json`, ...). If it
 //! grows, the parser or the `Store` would be the next module.
-//!
-//! Size (~800 lines, a third of them tests): the form page, its strict
-//! parser, the store and the router are one small app read together; the
-//! sign-in flow has its own file (`sign_in.rs`).
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};

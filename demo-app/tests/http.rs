@@ -2,7 +2,6 @@
 //! `tower::ServiceExt::oneshot` (cookies carried by hand), and once over a
 //! real socket on 127.0.0.1:0.
 //!
-//!
 //! Size (~880 lines): the form's and the sign-in flow's HTTP contracts,
 //! one case per rule, over one in-memory client helper.
 

@@ -256,14 +256,18 @@ def test_the_snapshot_is_a_full_resolution_png_of_the_screen(world: World) -> No
     status, _ = http_get(world.port, "/snapshot.png")
     assert status == 401
 
+    passes = [0]
+
     def compare() -> tuple[float, float]:
         """The snapshot against a daemon screenshot taken right after it
         (the snapshot has the pointer drawn in; a screenshot may not)."""
+        passes[0] += 1
         status, body = http_get(world.port, "/snapshot.png", cookie=world.cookie())
         assert status == 200, body[:200]
         w, h, rgb = decode_png(body)
         assert (w, h) == (1280, 800)
-        shot = os.path.join(world.state, "snapshot-check.png")
+        # A new name each pass: `host-cli screenshot` never overwrites.
+        shot = os.path.join(world.state, f"snapshot-check-{passes[0]}.png")
         world.cli("screenshot", "--session", world.session.name, "-o", shot)
         with open(shot, "rb") as f:
             sw, sh, srgb = decode_png(f.read())
@@ -552,11 +556,14 @@ def test_approve_in_the_page_closes_the_terminals_prompt(world: World) -> None:
     finally:
         if ex.poll() is None:
             ex.kill()
+            ex.wait(timeout=30)
+        # The run is gone: its end of the pty closed, the reader sees EOF.
+        reader.join(timeout=10)
         os.close(master)
     text = seen.decode("utf-8", "replace")
     assert clicked >= 1, f"no question reached the page; the terminal showed: {text[-2000:]}"
     assert ex.returncode == 0, out + err
     assert "(answered in the view: approve)" in text, text[-2000:]
     with open(os.path.join(run, "trajectory.jsonl")) as f:
-        decided = [json.loads(line) for line in f if '"safety_checks"' in line]
+        decided = [e for e in map(json.loads, f) if e.get("kind") == "safety_checks"]
     assert decided and all(d.get("by") == "view" for d in decided), decided

@@ -28,7 +28,6 @@
 //! Arguments: libtest's (a substring selects cases, `--exact`, `--skip`,
 //! `--list`, `--ignored`).
 //!
-//!
 //! Size (~1,270 lines): the harness, the shared `Guest` fixture and the
 //! cases that need only them; cases with their own helpers live in
 //! `e2e/` submodules (`order`, `desktop`, `boundary`, ...).

@@ -42,7 +42,6 @@
 //! cases listed in [`IGNORED`] (they fail because of a reported product bug).
 //! `SANDTOP_NETWORK_VERBOSE=1` prints every result of the guest's client.
 //!
-//!
 //! Size (~2,400 lines): the fake internet, the host services, the guest
 //! client and the cases are one world built once per run (a bridge
 //! network and containers that every case shares); splitting the file

@@ -91,7 +91,8 @@ pub struct LastCall {
     /// Responses API action objects, as the model sent them (validated).
     pub actions: Vec<Value>,
     pub scale_map: sandtop_protocol::ScaleMap,
-    /// `pending`, `done`, `failed`, `unknown` (the ledger's word), or
+    /// `pending`, `done`, `failed`, `unknown` (the ledger's word),
+    /// `denied` (its safety check was not approved: it never ran), or
     /// `operator` for the operator's own input.
     pub state: String,
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use sandtop_client::Token;
 use sandtop_protocol::session;
 
-use super::{SessionDir, SessionError};
+use super::{SessionDir, SessionError, io};
 use crate::guest::ids::{GUEST_GID, GUEST_UID};
 
 /// The size of the guest's folder, `/run/sandtop` (issue 12 item 2): it
@@ -38,12 +38,6 @@ pub fn mount_guest_folder(g: &Path) -> Result<(), SessionError> {
         data.as_c_str(),
     )
     .map_err(errno("mounting a tmpfs on", g))
-}
-
-/// A failed file operation on `path` (`what` is said before the path).
-fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> SessionError {
-    let path = path.to_path_buf();
-    move |source| SessionError::Io { what, path, source }
 }
 
 /// A failed system call on `path`.

@@ -48,7 +48,9 @@ fn without_terminal_or_policy_everything_is_denied() {
         ..req
     };
     assert_eq!(flag.approve_checks(&from_script), Decision::Approve);
+    assert_eq!(flag.decided_by(), Some(DecidedBy::Scripted));
     assert!(matches!(a.approve_checks(&from_script), Decision::Deny(_)));
+    assert_eq!(a.decided_by(), Some(DecidedBy::Nobody));
     let ar = ActionRequest {
         call_id: "c",
         action: None,
@@ -56,6 +58,17 @@ fn without_terminal_or_policy_everything_is_denied() {
         of: 1,
     };
     assert!(matches!(a.confirm_action(&ar), Decision::Deny(_)));
+    assert_eq!(a.decided_by(), Some(DecidedBy::Nobody));
+    // A policy's answer to every action is the policy's decision.
+    let mut p = Approvals {
+        policy: Some(Policy {
+            confirm_actions: Some(PolicyAnswer::Approve),
+            ..Policy::default()
+        }),
+        ..Approvals::default()
+    };
+    assert_eq!(p.confirm_action(&ar), Decision::Approve);
+    assert_eq!(p.decided_by(), Some(DecidedBy::Policy));
     assert_eq!(a.ask("?"), None);
 }
 
@@ -640,6 +653,7 @@ fn the_first_answer_wins_between_the_terminal_and_the_view() {
     );
     let text = String::from_utf8_lossy(&shown.0.lock().unwrap()).to_string();
     assert!(text.contains("(answered in the view: approve)"), "{text}");
+    assert_eq!(a.lock().unwrap().decided_by(), Some(DecidedBy::View));
 
     // The terminal answers first; the view's later button changes nothing.
     // The line is typed once the prompt shows: a line typed before it is
@@ -662,6 +676,7 @@ fn the_first_answer_wins_between_the_terminal_and_the_view() {
     }
     tx.send("no thanks".into()).unwrap();
     assert!(matches!(joined(asking), Decision::Deny(_)));
+    assert_eq!(a.lock().unwrap().decided_by(), Some(DecidedBy::Terminal));
     assert_eq!(
         closed(&mut next_event),
         Event::Closed {

@@ -252,6 +252,8 @@ impl Runner<'_> {
             )));
         }
         if let Decision::Deny(reason) = decision {
+            // The view stops marking it as about to run.
+            self.tell(|s| s.last_call_state(a.call_id, "denied"));
             self.recorder.sync()?;
             return Ok(Some((
                 Ending::Denied,

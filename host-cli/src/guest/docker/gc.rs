@@ -158,7 +158,8 @@ impl DockerBackend {
             let Some(why) = verdict else { continue };
             if let Err(e) = self.remove(&id).await {
                 report.failed(format!(
-                    "could not remove container {short} (session {shown}): {e:#}"
+                    "could not remove container {short} (session {shown}): {}",
+                    e.chain()
                 ));
                 continue;
             }

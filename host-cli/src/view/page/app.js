@@ -101,7 +101,8 @@ function pointsOf(a) {
 function drawOverlay() {
   octx.clearRect(0, 0, overlay.width, overlay.height);
   const c = view.lastCall;
-  if (!c || !view.screen) return;
+  // A denied call never ran: nothing to mark.
+  if (!c || !view.screen || c.state === "denied") return;
   const k = overlay.width / view.screen.width;
   octx.lineWidth = 3;
   octx.strokeStyle = c.state === "operator" ? "#d97706" : "#dc2626";
