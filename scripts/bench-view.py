@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python", "tests"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
@@ -87,41 +88,29 @@ def main() -> None:
         driver.execute_script(ARRIVALS_JS)
         act({"type": "keypress", "keys": ["SUPER", "T"]})
         time.sleep(3)
-        lat: list[float] = []
+        def to_frame(send: Callable[[], None], took: list[float]) -> list[float]:
+            """N keystrokes, each timed from just before `send` to the first
+            frame drawn after it; `took` gets `send`'s own time."""
+            out: list[float] = []
+            for _ in range(n):
+                time.sleep(0.3)
+                seen = driver.execute_script("return window.__arrivals.length")
+                t0 = time.time() * 1000
+                send()
+                took.append(time.time() * 1000 - t0)
+                end = time.monotonic() + 3
+                while time.monotonic() < end:
+                    later = [t for t in driver.execute_script("return window.__arrivals")[seen:] if t >= t0]
+                    if later:
+                        out.append(later[0] - t0)
+                        break
+                    time.sleep(0.002)
+            return out
+
         acted: list[float] = []
-        for _ in range(n):
-            time.sleep(0.3)
-            seen = driver.execute_script("return window.__arrivals.length")
-            t0 = time.time() * 1000
-            act({"type": "type", "text": "x"})
-            acted.append(time.time() * 1000 - t0)
-            end = time.monotonic() + 3
-            while time.monotonic() < end:
-                arr = driver.execute_script("return window.__arrivals")
-                later = [t for t in arr[seen:] if t >= t0]
-                if later:
-                    lat.append(later[0] - t0)
-                    break
-                time.sleep(0.002)
-        client = session.client
-        direct: list[float] = []
-        for _ in range(n):
-            time.sleep(0.3)
-            seen = driver.execute_script("return window.__arrivals.length")
-            t0 = time.time() * 1000
-            client.request(
-                "POST",
-                "/v1/actions",
-                {"actions": [{"type": "type", "text": "z"}], "final_screenshot": False},
-            )
-            end = time.monotonic() + 3
-            while time.monotonic() < end:
-                arr = driver.execute_script("return window.__arrivals")
-                later = [t for t in arr[seen:] if t >= t0]
-                if later:
-                    direct.append(later[0] - t0)
-                    break
-                time.sleep(0.002)
+        lat = to_frame(lambda: act({"type": "type", "text": "x"}), acted)
+        body = {"actions": [{"type": "type", "text": "z"}], "final_screenshot": False}
+        direct = to_frame(lambda: session.client.request("POST", "/v1/actions", body), [])
         seen = driver.execute_script("return window.__arrivals.length")
         t0 = time.time() * 1000
         keys = 0

@@ -201,6 +201,20 @@ def world() -> Iterator[World]:
         shutil.rmtree(state, ignore_errors=True)
 
 
+def click_approve(world: World) -> int:
+    """Clicks every open question's Approve button; how many it clicked."""
+    from selenium.webdriver.common.by import By
+
+    clicked = 0
+    for b in world.driver.find_elements(By.CSS_SELECTOR, ".question button.answer-approve"):
+        try:
+            b.click()
+            clicked += 1
+        except Exception:  # noqa: BLE001 - closed between find and click
+            pass
+    return clicked
+
+
 def test_the_view_refuses_requests_without_its_token_a_foreign_host_and_a_foreign_origin(world: World) -> None:
     port = world.port
     cookie = world.cookie()
@@ -449,8 +463,10 @@ def test_approve_in_the_page_lets_a_waiting_run_go_on(world: World) -> None:
     try:
         deadline = time.monotonic() + 240
         while ex.poll() is None and time.monotonic() < deadline:
-            buttons = world.driver.find_elements(By.CSS_SELECTOR, ".question button.answer-approve")
-            if buttons and clicked == 0:
+            if not world.driver.find_elements(By.CSS_SELECTOR, ".question button.answer-approve"):
+                time.sleep(0.1)
+                continue
+            if clicked == 0:
                 # What the page shows of the run while it waits: its step,
                 # its usage, the call's actions (marked on the screen).
                 shown = world.js(
@@ -463,12 +479,7 @@ def test_approve_in_the_page_lets_a_waiting_run_go_on(world: World) -> None:
                     # The README's picture: a run waiting for the operator.
                     os.makedirs(shots, exist_ok=True)
                     world.driver.save_screenshot(os.path.join(shots, "view.png"))
-            for b in buttons:
-                try:
-                    b.click()
-                    clicked += 1
-                except Exception:  # noqa: BLE001 - closed between find and click
-                    pass
+            clicked += click_approve(world)
             time.sleep(0.1)
         out, err = ex.communicate(timeout=60)
     finally:
@@ -505,8 +516,6 @@ def test_approve_in_the_page_closes_the_terminals_prompt(world: World) -> None:
     import pty
     import termios
     import threading
-
-    from selenium.webdriver.common.by import By
 
     run = os.path.join(world.state, "terminal-run")
     master, slave = pty.openpty()
@@ -545,12 +554,7 @@ def test_approve_in_the_page_closes_the_terminals_prompt(world: World) -> None:
         deadline = time.monotonic() + 240
         while ex.poll() is None and time.monotonic() < deadline:
             if b"Approve and run these actions?" in seen:
-                for b in world.driver.find_elements(By.CSS_SELECTOR, ".question button.answer-approve"):
-                    try:
-                        b.click()
-                        clicked += 1
-                    except Exception:  # noqa: BLE001 - closed between find and click
-                        pass
+                clicked += click_approve(world)
             time.sleep(0.1)
         out, err = ex.communicate(timeout=60)
     finally:

@@ -13,11 +13,11 @@
 //! 4. `--approve-scripted-checks` approves checks raised by the offline
 //!    scripted model only; the runner refuses the flag with a real model.
 //!
-//! Its size (~680 lines): one `Operator` implementation whose every
+//! Its size (~760 lines): one `Operator` implementation whose every
 //! question (checks, confirmations, browser calls, sign-in, `ask_user`,
 //! origins) is worded here, side by side so their wording stays alike; the
 //! terminal is in `terminal`, the terminal/view race in `ask`, the tests
-//! apart.
+//! apart; who decided each question ([`DecidedBy`]) is noted on every path.
 
 use std::path::{Path, PathBuf};
 
