@@ -19,8 +19,10 @@
 #                           empty: no security suite). Skipped when unreachable.
 #   PULL_TIMEOUT   seconds allowed for `docker pull debian:bookworm-slim` (default: 20)
 #   VERBOSE=1      stream mmdebstrap and docker build output (default: shown on failure)
-#   BASE_ONLY=1    only make sure the base image exists (step c), without the
-#                  binaries: `make guest` builds it while cargo compiles
+#   BASE_ONLY=1    only make sure the base image exists (step c) and build
+#                  Dockerfile.guest's `system` stage on it (tagged
+#                  $IMAGE-system), without the binaries: `make guest` does
+#                  this while cargo compiles, the full build reuses its layers
 #
 # Steps: (a) check the inputs; (b) hash them (sha256 over Dockerfile.guest,
 # every file under guest-image/ including packages.txt, the three binaries) and stop
@@ -198,11 +200,10 @@ build_offline_base() {
 
 OFFLINE_BASE="sandtop-base:bookworm-$(sha256sum <"$PACKAGES_FILE" | cut -c1-12)"
 if [[ "${BASE_ONLY:-0}" == 1 && -z "${BASE:-}" ]] && ! image_exists "$SLIM" && image_exists "$OFFLINE_BASE"; then
-    # Nothing to make: no pull attempt (up to PULL_TIMEOUT without a registry).
-    log "base ready: $OFFLINE_BASE (offline base already present)"
-    exit 0
-fi
-if [[ -n "${BASE:-}" ]]; then
+    # No pull attempt (up to PULL_TIMEOUT without a registry).
+    BASE=$OFFLINE_BASE
+    log "base: $BASE (offline base already present)"
+elif [[ -n "${BASE:-}" ]]; then
     log "base: $BASE (from BASE)"
 elif image_exists "$SLIM"; then
     BASE=$SLIM
@@ -225,8 +226,30 @@ else
     fi
 fi
 
+# BuildKit needs the buildx plugin with recent clients; without it use the
+# classic builder (which prints a deprecation notice). Both keep the
+# layers of the `system` stage in their cache for the next build.
+if docker buildx version >/dev/null 2>&1; then
+    export DOCKER_BUILDKIT=1
+else
+    export DOCKER_BUILDKIT=0
+fi
+
 if [[ "${BASE_ONLY:-0}" == 1 ]]; then
-    log "base ready: $BASE"
+    # The Dockerfile's `system` stage needs only packages.txt: built now
+    # (a cache hit when done before), the full build reuses its layers.
+    SYSCTX="$WORK/system-context"
+    mkdir -p "$SYSCTX"
+    cp "$DOCKERFILE" "$SYSCTX/Dockerfile"
+    install -m 0644 "$PACKAGES_FILE" "$SYSCTX/packages.txt"
+    log "docker build --target system FROM $BASE (DOCKER_BUILDKIT=$DOCKER_BUILDKIT)"
+    run_logged "$WORK/system.log" docker build \
+        --build-arg "BASE=$BASE" \
+        --target system \
+        --tag "$IMAGE-system" \
+        --file "$SYSCTX/Dockerfile" \
+        "$SYSCTX" || die "docker build --target system failed"
+    log "base ready: $BASE, system stage built ($IMAGE-system)"
     exit 0
 fi
 
@@ -254,13 +277,6 @@ install -m 0755 "$SANDTOPD_BIN" "$ROOTFS/usr/local/bin/sandtopd"
 install -m 0755 "$DEMO_BIN" "$ROOTFS/usr/local/bin/sandtop-demo"
 install -m 0755 "$PROBE_BIN" "$ROOTFS/usr/local/bin/sandtop-probe"
 
-# BuildKit needs the buildx plugin with recent clients; without it use the
-# classic builder (which prints a deprecation notice).
-if docker buildx version >/dev/null 2>&1; then
-    export DOCKER_BUILDKIT=1
-else
-    export DOCKER_BUILDKIT=0
-fi
 OLD_ID="$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
 log "docker build $IMAGE FROM $BASE (DOCKER_BUILDKIT=$DOCKER_BUILDKIT)"
 run_logged "$WORK/build.log" docker build \

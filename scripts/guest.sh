@@ -7,8 +7,10 @@
 #      dependency tree is compiled once, not once per `cargo install`;
 #   2. guest-image/build.sh (offline, skipped when its inputs are
 #      unchanged); its base image (mmdebstrap from Debian's mirrors: mostly
-#      downloads, ~75 s from nothing) is made while cargo compiles, with
-#      BASE_ONLY=1, its lines prefixed `base:`;
+#      downloads, ~75-120 s from nothing) and Dockerfile.guest's `system`
+#      stage on it (~25 s) are made while cargo compiles, with BASE_ONLY=1,
+#      their lines prefixed `base:`; after cargo only the layer with our
+#      files is left (~10 s);
 #   3. host-cli and sandtopd copied into $BINDIR (default ~/.cargo/bin),
 #      only when they differ from what is there.
 #
@@ -30,9 +32,9 @@ phase() {
 }
 
 cd "$ROOT"
-# The base image needs no binary: it is made meanwhile (a no-op when it
-# exists). Its output is prefixed so the two streams stay readable.
-phase "making sure the guest's base image exists (in the background)"
+# The base image and the system stage need no binary: made meanwhile (a
+# cache hit when they exist). Its output is prefixed so the two streams stay readable.
+phase "making sure the guest's base image and system stage exist (in the background)"
 # Its own process group (setsid execs it in place), so that a failed
 # build or Ctrl-C stops mmdebstrap too, not only the script.
 BASE_ONLY=1 setsid ./guest-image/build.sh > >(sed -u 's/^/    base: /') 2>&1 &

@@ -78,6 +78,43 @@ pub enum Command {
     Replay(crate::replay::ReplayArgs),
 }
 
+/// The whole program: parses the command line, sets up logging (stderr,
+/// `RUST_LOG`, default `warn`) and the runtime, runs the command and turns
+/// its error into a line on stderr. The `host-cli` binary only calls this:
+/// every generic it needs is instantiated here, in the library, so the
+/// binary's own compilation is a link (`make guest`'s release build).
+pub fn main() -> ExitCode {
+    let cli = parse();
+    {
+        use std::io::IsTerminal as _;
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("host-cli: cannot start the runtime: {e}");
+            return ExitCode::from(70);
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("host-cli: {}", crate::term::safe(&format!("{e:#}")));
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Parses the command line (exiting with clap's message and status on an
 /// error, as `Cli::parse` does), and notes which of `run`'s options were
 /// given ([`crate::agent::cmd::RunArgs::given`]).
