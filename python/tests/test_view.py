@@ -201,6 +201,32 @@ def world() -> Iterator[World]:
         shutil.rmtree(state, ignore_errors=True)
 
 
+def close_the_apps(world: World) -> None:
+    """Ends the browser, the editor and the terminals the tests before left
+    open, so that an exercise starts on the desktop it expects: a Firefox
+    left from an earlier exercise can hold a pointer grab, and the daemon
+    then refuses the first click as input_blocked (rightly). TERM first,
+    so Firefox leaves its profile unlocked; KILL after 10 s."""
+    container = world.container()
+    apps = ["firefox-esr", "mousepad", "xterm"]
+
+    def running() -> bool:
+        return any(
+            subprocess.run(["docker", "exec", container, "pgrep", "-x", a], capture_output=True, timeout=30).returncode == 0
+            for a in apps
+        )
+
+    for signal, patience in (("TERM", 10.0), ("KILL", 10.0)):
+        for a in apps:
+            subprocess.run(["docker", "exec", container, "pkill", f"-{signal}", "-x", a], capture_output=True, timeout=30)
+        end = time.monotonic() + patience
+        while running() and time.monotonic() < end:
+            time.sleep(0.2)
+        if not running():
+            return
+    raise AssertionError(f"{apps} still run in the guest after TERM and KILL")
+
+
 def click_approve(world: World) -> int:
     """Clicks every open question's Approve button; how many it clicked."""
     from selenium.webdriver.common.by import By
@@ -409,6 +435,7 @@ def test_take_control_and_typing_in_the_page_reach_an_xterm_byte_exact(world: Wo
 
 
 def test_the_report_of_the_exercise_renders_with_no_console_errors_and_every_step(world: World) -> None:
+    close_the_apps(world)
     run = os.path.join(world.state, "exercise-run")
     ex = world.cli("exercise", "--session", world.session.name, "--approve-scripted-checks", "--record", run, check=False)
     assert ex.returncode == 0, ex.stdout + ex.stderr
@@ -446,6 +473,7 @@ def test_approve_in_the_page_lets_a_waiting_run_go_on(world: World) -> None:
     on the apps' own records, and its trajectory says the view answered."""
     from selenium.webdriver.common.by import By
 
+    close_the_apps(world)
     run = os.path.join(world.state, "approved-run")
     # No controlling terminal (a new session, stdin from /dev/null): the
     # question can only be answered in the view.
@@ -517,6 +545,7 @@ def test_approve_in_the_page_closes_the_terminals_prompt(world: World) -> None:
     import termios
     import threading
 
+    close_the_apps(world)
     run = os.path.join(world.state, "terminal-run")
     master, slave = pty.openpty()
 
