@@ -33,7 +33,8 @@ phase() {
 
 cd "$ROOT"
 # The base image and the system stage need no binary: made meanwhile (a
-# cache hit when they exist). Its output is prefixed so the two streams stay readable.
+# cache hit when they exist). Their lines are prefixed so that the two
+# streams stay readable.
 phase "making sure the guest's base image and system stage exist (in the background)"
 # Its own process group (setsid execs it in place), so that a failed
 # build or Ctrl-C stops mmdebstrap too, not only the script.
