@@ -37,8 +37,11 @@ cd "$ROOT"
 # streams stay readable.
 phase "making sure the guest's base image and system stage exist (in the background)"
 # Its own process group (setsid execs it in place), so that a failed
-# build or Ctrl-C stops mmdebstrap too, not only the script.
-BASE_ONLY=1 setsid ./guest-image/build.sh > >(sed -u 's/^/    base: /') 2>&1 &
+# build or Ctrl-C stops mmdebstrap too, not only the script. Niced: the
+# compiler is the longer path and gets the cores first; dpkg's unpacking
+# still finishes long before cargo does (docker import and the system
+# stage run in dockerd, not niced).
+BASE_ONLY=1 setsid nice -n 10 ./guest-image/build.sh > >(sed -u 's/^/    base: /') 2>&1 &
 BASE_PID=$!
 trap 'kill -- -"$BASE_PID" 2>/dev/null || :' EXIT
 

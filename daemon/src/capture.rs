@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use base64::Engine as _;
-use fast_image_resize as fr;
+use sandtop_imaging::{Layout, Scaler};
 use sandtop_protocol::frame::FrameFormat;
 use sandtop_protocol::{ImageFormat, ScaleMap, Screenshot};
 
@@ -34,7 +34,7 @@ pub struct RenderTimings {
 /// Reusable buffers and the resizer.
 #[derive(Default)]
 pub struct Renderer {
-    resizer: fr::Resizer,
+    scaler: Scaler,
     /// The frame with the cursor drawn in, or with row padding removed.
     packed: Vec<u8>,
     scaled: Vec<u8>,
@@ -92,25 +92,10 @@ impl Renderer {
         // 2. Scale.
         let (iw, ih) = (map.image.width, map.image.height);
         let pixels: &[u8] = if (iw, ih) != (w, h) {
-            let src_img = fr::images::ImageRef::new(w, h, src, fr::PixelType::U8x4)
-                .map_err(|e| RenderError::Scale(e.to_string()))?;
-            self.scaled.resize(iw as usize * ih as usize * 4, 0);
-            let mut dst =
-                fr::images::Image::from_slice_u8(iw, ih, &mut self.scaled, fr::PixelType::U8x4)
-                    .map_err(|e| RenderError::Scale(e.to_string()))?;
-            // Hamming costs what bilinear costs and downscales text about
-            // as sharply as bicubic; it is poor at enlarging, where
-            // Catmull-Rom is used.
-            let filter = if iw <= w && ih <= h {
-                fr::FilterType::Hamming
-            } else {
-                fr::FilterType::CatmullRom
-            };
-            let opts = fr::ResizeOptions::new()
-                .resize_alg(fr::ResizeAlg::Convolution(filter))
-                .use_alpha(false);
-            self.resizer
-                .resize(&src_img, &mut dst, &opts)
+            // Hamming when shrinking, Catmull-Rom when enlarging; the X
+            // byte is never read as alpha.
+            self.scaler
+                .scale(Layout::Bgrx, src, (w, h), &mut self.scaled, (iw, ih))
                 .map_err(|e| RenderError::Scale(e.to_string()))?;
             &self.scaled
         } else {
@@ -188,12 +173,7 @@ impl Renderer {
         match format {
             FrameFormat::Png => encode_png(&mut self.encoded, &self.rgb, iw, ih)?,
             FrameFormat::Jpeg => {
-                let (w, h) = (
-                    u16::try_from(iw).map_err(|_| RenderError::Encode("frame too wide".into()))?,
-                    u16::try_from(ih).map_err(|_| RenderError::Encode("frame too tall".into()))?,
-                );
-                jpeg_encoder::Encoder::new(&mut self.encoded, quality)
-                    .encode(&self.rgb, w, h, jpeg_encoder::ColorType::Rgb)
+                sandtop_imaging::jpeg_rgb(&mut self.encoded, &self.rgb, (iw, ih), quality)
                     .map_err(|e| RenderError::Encode(e.to_string()))?;
             }
         }

@@ -128,17 +128,23 @@ fn parse_rgb(s: &str) -> Result<u32, String> {
 }
 
 fn init_log(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal as _;
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    // `RUST_LOG` as `target=level` directives; unset or unreadable: info.
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|v| v.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO));
+    let layer = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry().with(filter);
     if json {
-        b.json().init();
+        registry.with(layer.json()).init();
     } else {
-        b.init();
+        registry.with(layer).init();
     }
 }
 

@@ -34,13 +34,21 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SANDTOP_DEMO_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    // `SANDTOP_DEMO_LOG` as `target=level` directives; unset or unreadable: info.
+    let filter = std::env::var("SANDTOP_DEMO_LOG")
+        .ok()
+        .and_then(|v| v.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO));
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal()),
         )
+        .with(filter)
         .init();
     let args = Args::parse();
     check_listen_addr(args.listen)?;

@@ -87,12 +87,23 @@ pub fn main() -> ExitCode {
     let cli = parse();
     {
         use std::io::IsTerminal as _;
-        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-        tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_ansi(std::io::stderr().is_terminal())
-            .with_writer(std::io::stderr)
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        // `RUST_LOG` as `target=level` directives; unset or unreadable: warn.
+        let filter = std::env::var("RUST_LOG")
+            .ok()
+            .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
+            .unwrap_or_else(|| {
+                tracing_subscriber::filter::Targets::new()
+                    .with_default(tracing_subscriber::filter::LevelFilter::WARN)
+            });
+        tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(std::io::stderr().is_terminal())
+                    .with_writer(std::io::stderr),
+            )
+            .with(filter)
             .init();
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()

@@ -247,9 +247,7 @@ fn decoding_allocates_only_rows_that_arrive() {
 fn jpeg(w: u16, h: u16) -> Vec<u8> {
     let mut out = Vec::new();
     let rgb = vec![90u8; usize::from(w) * usize::from(h) * 3];
-    jpeg_encoder::Encoder::new(&mut out, 70)
-        .encode(&rgb, w, h, jpeg_encoder::ColorType::Rgb)
-        .unwrap();
+    sandtop_imaging::jpeg_rgb(&mut out, &rgb, (w.into(), h.into()), 70).unwrap();
     out
 }
 

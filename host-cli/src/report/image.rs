@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use base64::Engine as _;
-use fast_image_resize as fr;
+use sandtop_imaging::Layout;
 use sandtop_protocol::{ImageFormat, ScaleMap, Screenshot};
 
 use crate::image_check::{self, Rgb8};
@@ -77,29 +77,18 @@ fn read(dir: &Path, name: &str) -> Result<Vec<u8>, String> {
 pub fn embed(img: &Rgb8) -> Result<Embedded, String> {
     let (w, h) = (img.width, img.height);
     let (tw, th) = fit(w, h);
-    let scaled;
+    let mut scaled = Vec::new();
     let pixels = if (tw, th) == (w, h) {
         &img.rgb
     } else {
-        let src = fr::images::ImageRef::new(w, h, &img.rgb, fr::PixelType::U8x3)
-            .map_err(|e| format!("scaling: {e}"))?;
-        let mut dst = fr::images::Image::new(tw, th, fr::PixelType::U8x3);
-        let opts = fr::ResizeOptions::new()
-            .resize_alg(fr::ResizeAlg::Convolution(fr::FilterType::Hamming));
-        fr::Resizer::new()
-            .resize(&src, &mut dst, &opts)
-            .map_err(|e| format!("scaling: {e}"))?;
-        scaled = dst.into_vec();
+        // Only ever smaller (`fit`): Hamming.
+        sandtop_imaging::Scaler::new()
+            .scale(Layout::Rgb, &img.rgb, (w, h), &mut scaled, (tw, th))
+            .map_err(|e| e.to_string())?;
         &scaled
     };
-    let (ew, eh) = (
-        u16::try_from(tw).map_err(|_| "too wide for JPEG")?,
-        u16::try_from(th).map_err(|_| "too tall for JPEG")?,
-    );
     let mut jpeg = Vec::new();
-    jpeg_encoder::Encoder::new(&mut jpeg, QUALITY)
-        .encode(pixels, ew, eh, jpeg_encoder::ColorType::Rgb)
-        .map_err(|e| format!("JPEG encoding: {e}"))?;
+    sandtop_imaging::jpeg_rgb(&mut jpeg, pixels, (tw, th), QUALITY).map_err(|e| e.to_string())?;
     Ok(Embedded {
         uri: format!(
             "data:image/jpeg;base64,{}",
