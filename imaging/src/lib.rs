@@ -96,7 +96,6 @@ impl Scaler {
         (to_width, to_height): (u32, u32),
     ) -> Result<(), Error> {
         check(layout, src, width, height)?;
-        dst.resize(to_width as usize * to_height as usize * layout.bytes(), 0);
         let filter = if to_width <= width && to_height <= height {
             fr::FilterType::Hamming
         } else {
@@ -124,6 +123,7 @@ impl Scaler {
                     (to_width, to_height),
                     &opts,
                 );
+                dst.resize(to_width as usize * to_height as usize * 3, 0);
                 for (out, px) in dst.chunks_exact_mut(3).zip(wide_dst.chunks_exact(4)) {
                     out.copy_from_slice(&px[..3]);
                 }
