@@ -280,6 +280,7 @@ async fn pages() -> String {
         .route("/script", get(|| async { Html(script::PAGE) }))
         .route("/diag", get(|| async { Html(diag::PAGE) }))
         .route("/sign-in", get(|| async { Html(sign_in::PAGE) }))
+        .route("/sign-in-steal", get(|| async { Html(sign_in::STEAL) }))
         .route("/files", get(|| async { Html(files::PAGE) }))
         .route("/files-two", get(|| async { Html(files::TWO) }))
         .route("/files-link", get(|| async { Html(files::LINK) }))

@@ -34,6 +34,10 @@ pub(super) fn element_error(v: &Value) -> Result<(), ErrorBody> {
             ErrorCode::StaleTarget,
             "the ref names no attached, visible element of this tab's current document; read the page again",
         )),
+        Some("wrong_origin") => Err(ErrorBody::new(
+            ErrorCode::InvalidAction,
+            "the tab's document (or the element's) was not loaded from the credential origin",
+        )),
         Some(_) => {
             let why = match v.get("why").and_then(Value::as_str) {
                 Some("disabled") => "the element is disabled",
@@ -43,6 +47,7 @@ pub(super) fn element_error(v: &Value) -> Result<(), ErrorBody> {
                 }
                 Some("covered by another element") => "another element covers it",
                 Some("did not take focus") => "it did not take the focus",
+                Some("lost the focus") => "it lost the focus before its value was typed",
                 Some("one value for a single select") => "a single select takes one value",
                 Some("no such option") => "a value names no enabled option",
                 Some("scope ref") => "a scope ref only chooses the root of a scoped read",

@@ -531,18 +531,44 @@
     return { ok: true, checked: checked, radio: role === "radio" };
   }
 
-  // Sign-in's element side: `ref` must be an enabled, visible, writable
-  // <input> whose type is one of `types`; with `mark`, it becomes private
-  // (reads omit its value) and, unless it is a password input, its text is
-  // masked on screen too.
-  function credential(ref, types, mark) {
+  // The origin a document was loaded from, as the browser's security
+  // model has it (the window's origin) and as its address says (the
+  // document's URI, which for an error page is about:neterror even while
+  // the tab's URL still names the address that failed): both must agree,
+  // else "null".
+  function loadedOrigin(d) {
+    let a = "null", b = "null";
+    try { a = String(d.defaultView.origin); } catch (e) { a = "null"; }
+    try { b = new URL(d.documentURI).origin; } catch (e) { b = "null"; }
+    return a === b ? a : "null";
+  }
+
+  // Sign-in's element side: the tab's document and the document holding
+  // `ref` were both loaded from `origin`, and `ref` is an enabled, visible,
+  // writable <input> whose type is one of `types`; with `mark`, it becomes
+  // private (reads omit its value) and, unless it is a password input, its
+  // text is masked on screen too; with `focused`, it must hold the focus
+  // (checked before each part of a value is typed).
+  function credential(ref, types, mark, origin, focused) {
     if (isScopeRef(ref)) return SCOPE_REFUSED;
+    if (typeof origin !== "string" || loadedOrigin(doc) !== origin) return { error: "wrong_origin" };
     const el = resolve(ref);
     if (!el) return { error: "stale_target" };
+    if (loadedOrigin(el.ownerDocument) !== origin) return { error: "wrong_origin" };
     if (el.localName !== "input") return { error: "not_actionable", why: "wrong kind of field" };
     if (el.disabled || el.readOnly || el.inert) return { error: "not_actionable", why: "disabled" };
     const t = (el.getAttribute("type") || "text").toLowerCase();
     if (!types.includes(t)) return { error: "not_actionable", why: "wrong kind of field" };
+    if (focused) {
+      // The element, its document's focus, and every frame up to the top
+      // document focused on the way to it.
+      let d = el.ownerDocument;
+      if (d.activeElement !== el) return { error: "not_actionable", why: "lost the focus" };
+      for (let w = d.defaultView; w && w !== top; w = w.parent) {
+        const fe = w.frameElement;
+        if (!fe || fe.ownerDocument.activeElement !== fe) return { error: "not_actionable", why: "lost the focus" };
+      }
+    }
     if (mark) {
       reg.priv.add(el);
       if (t !== "password") {
@@ -559,7 +585,7 @@
     case "locate": out = locate(request.ref, request.need); break;
     case "select": out = selectValues(request.ref, request.values); break;
     case "checked": out = checkedState(request.ref); break;
-    case "credential": out = credential(request.ref, request.types || [], !!request.mark); break;
+    case "credential": out = credential(request.ref, request.types || [], !!request.mark, request.origin, !!request.focused); break;
     case "scoped": out = scopedRead(request.root, request.depth, request.mode); break;
     case "tab": {
       const [title, c] = cut((doc.title || "").toWellFormed ? (doc.title || "").toWellFormed() : "", L.title);

@@ -256,6 +256,11 @@ function onText(m) {
     case "network":
       onNetwork(m);
       break;
+    case "signed_in":
+      logLine("sign-in " + m.call_id + ": " + m.origin + " received " +
+        m.fields.map((f) => f.label + " (" + f.kind + ")").join(", ") +
+        " from the " + (m.source === "file" ? "--credentials file" : "terminal"));
+      break;
     case "frame":
       view.meta = m;
       break;
