@@ -208,7 +208,7 @@ async fn sign_in_binds_to_the_loaded_origin_and_to_the_focused_input() {
         failed["message"]
             .as_str()
             .unwrap()
-            .contains("credential origin"),
+            .contains("not loaded from the credential origin"),
         "{failed}"
     );
 }
