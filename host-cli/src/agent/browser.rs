@@ -482,6 +482,14 @@ impl Toolset {
             }
             enabled.push(m);
         }
+        // The toolset's own order, whatever order the operator listed them
+        // in (seed: the SDK's tool order; the defaults, then the opt-ins).
+        enabled.sort_by_key(|m| {
+            DEFAULT_MEMBERS
+                .iter()
+                .chain(OPT_IN_MEMBERS.iter())
+                .position(|x| x == m)
+        });
         for kind in [GrantKind::Upload, GrantKind::Download] {
             if grants.has(kind) && !enabled.contains(&kind.member()) {
                 return Err(format!(
