@@ -38,6 +38,8 @@ mod diag;
 mod files;
 #[path = "browser/pointer.rs"]
 mod pointer;
+#[path = "browser/policy.rs"]
+mod policy;
 #[path = "browser/scoped.rs"]
 mod scoped;
 #[path = "browser/script.rs"]

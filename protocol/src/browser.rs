@@ -22,6 +22,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod request;
+pub use request::{BrowserRequest, MAX_POLICY_ORIGINS};
+
 /// The members a toolset offers by default, in the seed's order.
 pub const DEFAULT_MEMBERS: [&str; 18] = [
     "navigate",

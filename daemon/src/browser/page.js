@@ -440,12 +440,101 @@
     return { text, elements, omitted: Array.from(omitted), scopes };
   }
 
+  // --- the host's URL policy (issue 30) ----------------------------------------
+  // request.policy: null (no policy), or the exact origins a document may
+  // have for the call to act on it. A document's origin is read from its
+  // window through this realm's Xray view, which the page cannot redefine.
+  // A document passes when it is the active document of its frame, has an
+  // allowed origin, and so does every frame's document up to this realm's
+  // own (the tab's current top document). A frame the agent cannot look
+  // into (cross-origin) has no provable origin: it never passes.
+  const policy = Array.isArray(request.policy) ? request.policy : null;
+  const OUT = { error: "out_of_policy" };
+  function docOrigin(d) {
+    const w = d && d.defaultView;
+    if (!w || w.document !== d) return null;
+    return String(w.origin);
+  }
+  function policyError(d) {
+    if (!policy) return null;
+    for (let cur = d, n = 0; ; n++) {
+      const o = docOrigin(cur);
+      if (o === null) return { error: "stale_target" };
+      if (!policy.includes(o)) return OUT;
+      if (cur === doc) return null;
+      const fe = n < 8 ? cur.defaultView.frameElement : null;
+      if (!fe) return OUT;
+      cur = fe.ownerDocument;
+    }
+  }
+  // The innermost element holding the keyboard focus and its document
+  // (through same-origin frames and open shadow roots), or null when a
+  // frame the agent cannot look into holds it.
+  function focused() {
+    let d = doc, a = doc.activeElement;
+    for (let n = 0; n < 16 && a; n++) {
+      if (a.shadowRoot && a.shadowRoot.activeElement) { a = a.shadowRoot.activeElement; continue; }
+      if (a.localName !== "iframe" && a.localName !== "frame") break;
+      let inner = null;
+      try { inner = a.contentDocument; } catch (_) { inner = null; }
+      if (!inner) return null;
+      d = inner; a = inner.activeElement;
+    }
+    return { doc: d, el: a };
+  }
+  // The document under a viewport point, through same-origin frames; null
+  // when a frame the agent cannot look into is there.
+  function docAt(x, y) {
+    let d = doc;
+    for (let n = 0; n < 8; n++) {
+      const hit = d.elementFromPoint(x, y);
+      if (!hit || (hit.localName !== "iframe" && hit.localName !== "frame")) return d;
+      let inner = null;
+      try { inner = hit.contentDocument; } catch (_) { inner = null; }
+      if (!inner) return null;
+      const r = hit.getBoundingClientRect();
+      x -= r.left + hit.clientLeft; y -= r.top + hit.clientTop;
+      d = inner;
+    }
+    return null;
+  }
+  // The "policy" op: the top document, and the documents of the target
+  // (which must hold the focus), of the focus, or under the points.
+  function policyCheck() {
+    const top = policyError(doc);
+    if (top) return top;
+    if (typeof request.ref === "string") {
+      if (isScopeRef(request.ref)) return SCOPE_REFUSED;
+      const el = resolve(request.ref);
+      if (!el) return { error: "stale_target" };
+      const e = policyError(el.ownerDocument);
+      if (e) return e;
+      const f = focused();
+      if (!f || !f.el || !(f.el === el || el.contains(f.el))) return { error: "not_actionable", why: "lost the focus" };
+      return { ok: true };
+    }
+    if (request.focus) {
+      const f = focused();
+      if (!f) return OUT;
+      return policyError(f.doc) || { ok: true };
+    }
+    for (const p of request.points || []) {
+      const d = docAt(p[0], p[1]);
+      if (!d) return OUT;
+      const e = policyError(d);
+      if (e) return e;
+    }
+    return { ok: true };
+  }
+
   // --- actions' element side --------------------------------------------------
   const SCOPE_REFUSED = { error: "not_actionable", why: "scope ref" };
   function locate(ref, need) {
     if (isScopeRef(ref)) return SCOPE_REFUSED;
     const el = resolve(ref);
     if (!el) return { error: "stale_target" };
+    const pe = policyError(el.ownerDocument);
+    if (pe) return pe;
     const role = roleOf(el);
     if (el.disabled || el.inert) return { error: "not_actionable", why: "disabled" };
     if (need === "editable" && role !== "textbox" && !(role === "combobox" && el.localName === "input"))
@@ -501,6 +590,8 @@
     if (isScopeRef(ref)) return SCOPE_REFUSED;
     const el = resolve(ref);
     if (!el) return { error: "stale_target" };
+    const pe = policyError(el.ownerDocument);
+    if (pe) return pe;
     if (el.localName !== "select" || el.disabled) return { error: "not_actionable", why: "not an enabled select" };
     if (!el.multiple && values.length > 1) return { error: "not_actionable", why: "one value for a single select" };
     const picks = [];
@@ -522,6 +613,8 @@
     if (isScopeRef(ref)) return SCOPE_REFUSED;
     const el = resolve(ref);
     if (!el) return { error: "stale_target" };
+    const pe = policyError(el.ownerDocument);
+    if (pe) return pe;
     const role = roleOf(el);
     if (role !== "checkbox" && role !== "radio") return { error: "not_actionable", why: "not a checkbox or radio" };
     if (el.disabled || el.inert || el.getAttribute("aria-disabled") === "true")
@@ -587,6 +680,7 @@
     case "checked": out = checkedState(request.ref); break;
     case "credential": out = credential(request.ref, request.types || [], !!request.mark, request.origin, !!request.focused); break;
     case "scoped": out = scopedRead(request.root, request.depth, request.mode); break;
+    case "policy": out = policyCheck(); break;
     case "tab": {
       const [title, c] = cut((doc.title || "").toWellFormed ? (doc.title || "").toWellFormed() : "", L.title);
       out = { title: title.replace(/[\u0000-\u001f\u007f]/g, " "), title_truncated: c,

@@ -14,6 +14,12 @@
 //! - **URL policy** ([`UrlPolicy`]): navigate and new_tab need
 //!   `--url-policy`; a URL is compared by scheme, host and port exactly,
 //!   parsed as the egress proxy parses origins, *before* confirmation;
+//!   a member that acts on a page ([`Toolset::acts_on_page`]) is refused
+//!   before any question when the tab's origin in the state is outside
+//!   it, and every call carries the policy to the daemon
+//!   ([`Toolset::request`]), which checks it again in the document it acts
+//!   on, at execution (issue 30: after a redirect or the page's own
+//!   navigation);
 //! - **confirmation** ([`Toolset::needs_approval`], [`prompt`]): every
 //!   state-changing member, and the reads named by `--confirm-reads`;
 //! - **state** ([`project_state`]): tabs with origins only, bounded titles,
@@ -22,7 +28,7 @@
 //!   `{ok, state, result | error}` (plus the image for screenshot and zoom),
 //!   with daemon errors told from their code only, never the guest's text.
 //!
-//! Size: ~1055 lines, tests apart (`browser/tests.rs`): one table,
+//! Size: ~1110 lines, tests apart (`browser/tests.rs`): one table,
 //! `member_spec` (~140 lines), read by `with_grants`, `tools` and `prepare`,
 //! and the rules around it. If it grows, `UrlPolicy` and the state, results
 //! and prompt (~315 lines from `inert` on) are the parts to move out.
@@ -33,7 +39,7 @@ use sandtop_protocol::browser::{
     self as wire, BrowserImage, BrowserOutcome, BrowserRead, BrowserState, DEFAULT_MEMBERS,
     ReadRole,
 };
-use sandtop_protocol::{BrowserCall, ErrorCode};
+use sandtop_protocol::{BrowserCall, BrowserRequest, ErrorCode};
 use serde_json::{Map, Value, json};
 
 use crate::agent::grants::{self, GrantKind, Grants};
@@ -75,6 +81,10 @@ pub const ACTION_REFUSED: &str =
     "Browser action was not approved. Do not retry it unless the user asks.";
 /// The fixed refusal of a navigation outside the URL policy.
 pub const NAVIGATION_REFUSED: &str = "Browser navigation was not approved.";
+/// A call on a page whose origin is outside the URL policy (a redirect or
+/// the page's own navigation took the tab there), from the host's check
+/// of the state or the daemon's `out_of_policy` at execution.
+pub const OUT_OF_POLICY: &str = "The tab's page is not on an origin of the URL policy (a redirect or the page's own navigation can take it there); nothing was done on it. Navigate to an allowed origin first.";
 /// A call skipped because an earlier browser call of the response failed.
 pub const SKIPPED: &str = "Not executed: an earlier browser action in this turn failed.";
 /// A call of a member that is not enabled.
@@ -347,6 +357,19 @@ impl UrlPolicy {
     pub fn origins(&self) -> &[Origin] {
         &self.0
     }
+
+    /// Whether a page at `url` (a tab's URL or its origin, as the state
+    /// shows it) may be acted on: its origin is exactly one of the list.
+    /// Unlike [`UrlPolicy::allows`], about:blank is not: it has no origin
+    /// of its own.
+    pub fn allows_page(&self, url: &str) -> bool {
+        url_origin(url).is_some_and(|o| self.0.contains(&o))
+    }
+
+    /// The origins as the daemon and browsers spell them.
+    pub fn wire(&self) -> Vec<String> {
+        self.0.iter().map(Origin::to_string).collect()
+    }
 }
 
 /// The origin of an absolute http(s) URL, parsed as the egress proxy parses
@@ -585,6 +608,40 @@ impl Toolset {
     /// Whether the operator asked to confirm this read.
     pub fn needs_read_approval(&self, member: &str) -> bool {
         self.confirm_reads.contains(member)
+    }
+
+    /// Whether this member changes something on a page (and so needs the
+    /// page's origin inside the URL policy): every state-changing member
+    /// but those that open, show or close tabs.
+    pub fn acts_on_page(member: &str) -> bool {
+        Toolset::needs_approval(member)
+            && !matches!(member, "navigate" | "new_tab" | "switch_tab" | "close_tab")
+    }
+
+    /// Whether the tab `tab_id` (`None`: the active one) of a model-facing
+    /// `state` may be acted on under the URL policy: no policy, or the
+    /// tab's origin is in it. A tab the state does not list passes (the
+    /// daemon answers `no_such_tab`).
+    pub fn page_allowed(&self, state: &Value, tab_id: Option<&str>) -> bool {
+        let Some(policy) = &self.url_policy else {
+            return true;
+        };
+        let tab = state["tabs"].as_array().and_then(|tabs| {
+            tabs.iter().find(|t| match tab_id {
+                Some(id) => t["id"] == id,
+                None => t["active"] == true,
+            })
+        });
+        tab.is_none_or(|t| policy.allows_page(t["url"].as_str().unwrap_or_default()))
+    }
+
+    /// A call as sent to the daemon: with the URL policy, when there is
+    /// one, for the daemon to check in the document it acts on.
+    pub fn request(&self, call: BrowserCall) -> BrowserRequest {
+        BrowserRequest {
+            call,
+            url_policy: self.url_policy.as_ref().map(UrlPolicy::wire),
+        }
     }
 
     /// Checks one call of the model, before any state is read or consent
@@ -894,6 +951,7 @@ pub fn error_text(code: ErrorCode) -> &'static str {
         }
         ErrorCode::NotActionable => "The target cannot take this action.",
         ErrorCode::NoSuchTab => "No open tab has this id.",
+        ErrorCode::OutOfPolicy => OUT_OF_POLICY,
         ErrorCode::WaitTimedOut => "The text did not appear within the timeout.",
         ErrorCode::InvalidAction | ErrorCode::BadRequest => {
             "Browser argument has an invalid value."

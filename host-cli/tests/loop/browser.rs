@@ -47,6 +47,8 @@ struct FakePages {
     download: Option<(String, Vec<u8>)>,
     /// What set_file answers instead of setting the file.
     set_file_error: Option<ErrorCode>,
+    /// The URL policy each call arrived with, by member (issue 30).
+    policies: Vec<(String, Option<Vec<String>>)>,
 }
 
 /// A browser whose one page is a contact form: Name, Email (textboxes),
@@ -90,6 +92,19 @@ impl FakeBrowser {
         let mut p = lock(&self.0);
         let a = p.active;
         p.tabs[a].generation += 1;
+    }
+
+    /// The page navigates by itself to `url` (another origin, say).
+    fn navigate_itself_to(&self, url: &str) {
+        self.navigate_itself();
+        let mut p = lock(&self.0);
+        let a = p.active;
+        p.tabs[a].url = url.into();
+    }
+
+    /// The URL policy each call arrived with, by member.
+    fn policies(&self) -> Vec<(String, Option<Vec<String>>)> {
+        lock(&self.0).policies.clone()
     }
 
     fn break_state(&self) {
@@ -217,6 +232,11 @@ impl FakePages {
         let tab = self.tab(call.tab_id())?;
         Ok(match call {
             BrowserCall::Navigate { url, .. } => {
+                // `/redirect` answers a redirect to another origin.
+                let url = match url.strip_suffix("/redirect") {
+                    Some(_) => format!("{ELSEWHERE}/form"),
+                    None => url.clone(),
+                };
                 self.tabs[tab].url = url.clone();
                 self.tabs[tab].generation += 1;
                 self.effects.push(format!("navigate {url}"));
@@ -348,6 +368,59 @@ impl Backend for FakeBrowser {
         })
     }
 
+    /// As the driver does with the host's URL policy: a member that acts
+    /// on the page only while the page's origin is in it, a navigation
+    /// that ends outside it reported (`out_of_policy`).
+    fn request<'a>(
+        &'a self,
+        request: &'a sandtop_protocol::BrowserRequest,
+    ) -> BackendFuture<'a, BrowserReply> {
+        Box::pin(async move {
+            let call = &request.call;
+            let mut p = lock(&self.0);
+            p.calls.push(call.member().to_string());
+            p.policies
+                .push((call.member().to_string(), request.url_policy.clone()));
+            let inside = |p: &FakePages| {
+                let tab = call
+                    .tab_id()
+                    .and_then(|id| p.tabs.iter().position(|t| t.id == id))
+                    .unwrap_or(p.active);
+                let url = &p.tabs[tab].url;
+                request.url_policy.as_ref().is_none_or(|origins| {
+                    origins.iter().any(|o| {
+                        url.strip_prefix(o.as_str())
+                            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+                    })
+                })
+            };
+            let acts = !matches!(
+                call,
+                BrowserCall::Navigate { .. }
+                    | BrowserCall::NewTab { .. }
+                    | BrowserCall::SwitchTab { .. }
+                    | BrowserCall::CloseTab { .. }
+                    | BrowserCall::ReadPage { .. }
+                    | BrowserCall::GetPageText { .. }
+                    | BrowserCall::Find { .. }
+                    | BrowserCall::Screenshot { .. }
+                    | BrowserCall::RemoveDownload { .. }
+            );
+            if acts && !inside(&p) {
+                return Err(err(ErrorCode::OutOfPolicy, "outside the url policy"));
+            }
+            let outcome = p.run(call)?;
+            if matches!(call, BrowserCall::Navigate { .. }) && !inside(&p) {
+                return Err(err(ErrorCode::OutOfPolicy, "the navigation ended outside"));
+            }
+            Ok(BrowserReply {
+                outcome,
+                state: p.state(),
+                elapsed_ms: 1,
+            })
+        })
+    }
+
     fn state(&self) -> BackendFuture<'_, BrowserState> {
         Box::pin(async move {
             let mut p = lock(&self.0);
@@ -426,6 +499,8 @@ impl Operator for BrowserOp {
 }
 
 const ORIGIN: &str = "http://127.0.0.1:8080";
+/// Where the fake's `/redirect` leads: another origin.
+const ELSEWHERE: &str = "http://127.0.0.1.evil.test:8080";
 
 async fn browser_rig(browser: &FakeBrowser) -> Rig {
     let key = new_key();
@@ -1111,4 +1186,5 @@ async fn b11_opt_in_members_are_offered_only_when_added_and_confirmed_like_any_a
 }
 
 mod files;
+mod policy;
 mod sign_in;

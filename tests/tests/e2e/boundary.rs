@@ -374,6 +374,31 @@ async fn labelled_container(
     Ok(id)
 }
 
+/// [`labelled_container`], then stopped: a session whose guest is gone
+/// (issue 30 item 6: a stopped container is what proves it, not a folder
+/// gc cannot see).
+async fn stopped_container(
+    ctx: &Ctx,
+    name: &str,
+    folder: &Path,
+    owner_uid: u32,
+    host: Option<&str>,
+) -> anyhow::Result<String> {
+    let id = labelled_container(ctx, name, folder, owner_uid, host).await?;
+    ctx.backend
+        .docker()
+        .stop_container(
+            &id,
+            Some(
+                bollard::query_parameters::StopContainerOptionsBuilder::new()
+                    .t(0)
+                    .build(),
+            ),
+        )
+        .await?;
+    Ok(id)
+}
+
 /// `host-cli guest gc --json` run as `uid` (primary group: the engine
 /// socket's group, so that it may use Docker, and nothing else) with
 /// `state` as its state directory: its report lines.
@@ -432,77 +457,90 @@ pub async fn gc_removes_only_what_its_own_user_left(ctx: Arc<Ctx>) -> anyhow::Re
     let (b_state, b_store) = store_of(b)?;
     let run = &ctx.run;
     let mut ids: Vec<(String, String)> = Vec::new();
-    let result = async {
-        let a_live = live_session(&ctx, &a_store, a, format!("e2e-{run}-a-live")).await?;
-        ids.push(("a-live".into(), a_live.clone()));
-        let b_live = live_session(&ctx, &b_store, b, format!("e2e-{run}-b-live")).await?;
-        ids.push(("b-live".into(), b_live.clone()));
-        // A dead session of each user (its folder is gone), and one of
-        // another host.
-        let gone = |state: &Path, n: &str| state.join("sessions").join(n);
-        let n = format!("e2e-{run}-a-dead");
-        let a_dead = labelled_container(&ctx, &n, &gone(&a_state, &n), a, None).await?;
-        ids.push(("a-dead".into(), a_dead.clone()));
-        let n = format!("e2e-{run}-b-dead");
-        let b_dead = labelled_container(&ctx, &n, &gone(&b_state, &n), b, None).await?;
-        ids.push(("b-dead".into(), b_dead.clone()));
-        let n = format!("e2e-{run}-far");
-        let far = labelled_container(
-            &ctx,
-            &n,
-            &gone(&a_state, &n),
-            a,
-            Some("machine-id:0123456789abcdef"),
-        )
-        .await?;
-        ids.push(("far".into(), far.clone()));
-        for (state, uid) in [(&a_state, a), (&b_state, b)] {
-            chown_tree(state, uid)?;
+    let result =
+        async {
+            let a_live = live_session(&ctx, &a_store, a, format!("e2e-{run}-a-live")).await?;
+            ids.push(("a-live".into(), a_live.clone()));
+            let b_live = live_session(&ctx, &b_store, b, format!("e2e-{run}-b-live")).await?;
+            ids.push(("b-live".into(), b_live.clone()));
+            // A dead session of each user (its guest stopped, its folder is
+            // gone), and one of another host.
+            let gone = |state: &Path, n: &str| state.join("sessions").join(n);
+            let n = format!("e2e-{run}-a-dead");
+            let a_dead = stopped_container(&ctx, &n, &gone(&a_state, &n), a, None).await?;
+            ids.push(("a-dead".into(), a_dead.clone()));
+            let n = format!("e2e-{run}-b-dead");
+            let b_dead = stopped_container(&ctx, &n, &gone(&b_state, &n), b, None).await?;
+            ids.push(("b-dead".into(), b_dead.clone()));
+            // A's session whose guest runs but whose folder A's gc cannot see
+            // (as from another mount namespace): not proven gone (issue 30
+            // item 6).
+            let n = format!("e2e-{run}-a-unseen");
+            let a_unseen = labelled_container(&ctx, &n, &gone(&a_state, &n), a, None).await?;
+            ids.push(("a-unseen".into(), a_unseen.clone()));
+            let n = format!("e2e-{run}-far");
+            let far = labelled_container(
+                &ctx,
+                &n,
+                &gone(&a_state, &n),
+                a,
+                Some("machine-id:0123456789abcdef"),
+            )
+            .await?;
+            ids.push(("far".into(), far.clone()));
+            for (state, uid) in [(&a_state, a), (&b_state, b)] {
+                chown_tree(state, uid)?;
+            }
+            // A's gc: only a-dead goes.
+            let lines = gc_as(&ctx, a, docker_gid, &a_state)?;
+            println!("  gc as uid {a}: {lines:?}");
+            ensure!(
+                !exists(&ctx, &a_dead).await,
+                "a-dead is still there: {lines:?}"
+            );
+            for (what, id) in [
+                ("a-live", &a_live),
+                ("a-unseen", &a_unseen),
+                ("b-live", &b_live),
+                ("b-dead", &b_dead),
+                ("far", &far),
+            ] {
+                ensure!(exists(&ctx, id).await, "A's gc removed {what}: {lines:?}");
+            }
+            ensure!(
+                lines.iter().any(|l| l.contains("-a-unseen) alone: it runs")
+                    && l.contains("not visible from here")),
+                "{lines:?}"
+            );
+            ensure!(
+                lines
+                    .iter()
+                    .any(|l| l.contains("-b-live) alone: it belongs to uid 1001")),
+                "{lines:?}"
+            );
+            ensure!(
+                lines
+                    .iter()
+                    .any(|l| l.contains("-far) alone: it belongs to another host")),
+                "{lines:?}"
+            );
+            // B's gc: only b-dead goes.
+            let lines = gc_as(&ctx, b, docker_gid, &b_state)?;
+            println!("  gc as uid {b}: {lines:?}");
+            ensure!(
+                !exists(&ctx, &b_dead).await,
+                "b-dead is still there: {lines:?}"
+            );
+            for (what, id) in [("a-live", &a_live), ("b-live", &b_live), ("far", &far)] {
+                ensure!(exists(&ctx, id).await, "B's gc removed {what}: {lines:?}");
+            }
+            ensure!(
+                a_store.get(&format!("e2e-{run}-a-live")).is_ok(),
+                "A's folder"
+            );
+            anyhow::Ok(())
         }
-        // A's gc: only a-dead goes.
-        let lines = gc_as(&ctx, a, docker_gid, &a_state)?;
-        println!("  gc as uid {a}: {lines:?}");
-        ensure!(
-            !exists(&ctx, &a_dead).await,
-            "a-dead is still there: {lines:?}"
-        );
-        for (what, id) in [
-            ("a-live", &a_live),
-            ("b-live", &b_live),
-            ("b-dead", &b_dead),
-            ("far", &far),
-        ] {
-            ensure!(exists(&ctx, id).await, "A's gc removed {what}: {lines:?}");
-        }
-        ensure!(
-            lines
-                .iter()
-                .any(|l| l.contains("-b-live) alone: it belongs to uid 1001")),
-            "{lines:?}"
-        );
-        ensure!(
-            lines
-                .iter()
-                .any(|l| l.contains("-far) alone: it belongs to another host")),
-            "{lines:?}"
-        );
-        // B's gc: only b-dead goes.
-        let lines = gc_as(&ctx, b, docker_gid, &b_state)?;
-        println!("  gc as uid {b}: {lines:?}");
-        ensure!(
-            !exists(&ctx, &b_dead).await,
-            "b-dead is still there: {lines:?}"
-        );
-        for (what, id) in [("a-live", &a_live), ("b-live", &b_live), ("far", &far)] {
-            ensure!(exists(&ctx, id).await, "B's gc removed {what}: {lines:?}");
-        }
-        ensure!(
-            a_store.get(&format!("e2e-{run}-a-live")).is_ok(),
-            "A's folder"
-        );
-        anyhow::Ok(())
-    }
-    .await;
+        .await;
     for (_, id) in &ids {
         let _ = ctx.backend.remove(id).await;
     }

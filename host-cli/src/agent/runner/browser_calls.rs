@@ -9,11 +9,15 @@
 //! 4. a call after a failed browser call of the same response is answered
 //!    as skipped;
 //! 5. the arguments are checked, and a URL against the URL policy, before
-//!    any question;
+//!    any question; so is the tab a member acts on: its origin in the
+//!    state must be in the URL policy (a redirect or the page's own
+//!    navigation may have left it), else the call is refused unasked;
 //! 6. a state-changing member runs only after the operator approved it,
 //!    shown with the state before;
 //! 7. the daemon carries it out (ledger `pending` first for a
-//!    state-changing member), re-resolving the target on the current page;
+//!    state-changing member), re-resolving the target on the current page
+//!    and checking the URL policy (sent with the call) in the document it
+//!    acts on, at execution (`out_of_policy`: nothing done there);
 //! 8. the result is validated for its member, and the state after it (also
 //!    after a failure) goes back with it.
 //!
@@ -260,6 +264,23 @@ impl Runner<'_> {
                 .file_call(step, call_id, member, &prepared, before, kinds, started)
                 .await;
         }
+        // 5b. A page outside the URL policy: refused before any question.
+        if Toolset::acts_on_page(member)
+            && !toolset.page_allowed(
+                &before,
+                prepared.call.as_ref().and_then(BrowserCall::tab_id),
+            )
+        {
+            self.browser_diagnostic(step, call_id, member, "approval", "out_of_policy", started);
+            self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
+            let out = tools::output(
+                call_id,
+                Some(before),
+                Err(tools::OUT_OF_POLICY.into()),
+                None,
+            );
+            return Ok(Ok((out, false)));
+        }
         // 6. Approval of a state-changing member.
         let changes = Toolset::needs_approval(member);
         if changes {
@@ -312,9 +333,13 @@ impl Runner<'_> {
                 json!({"browser_member": member}),
             )?;
         }
+        let request = match &self.opts.browser {
+            Some(toolset) => toolset.request(call.clone()),
+            None => sandtop_protocol::BrowserRequest::plain(call.clone()),
+        };
         let t = Instant::now();
         let r = tokio::select! {
-            r = self.channel.browser_call(call) => r,
+            r = self.channel.browser_request(&request) => r,
             ending = halted(&self.interrupt, self.deadline) => {
                 Err(ChannelError::Http(format!("stopped ({ending:?}) while the browser call ran")))
             }
@@ -364,10 +389,10 @@ impl Runner<'_> {
                     Ok(s) => s,
                     Err(stop) => return Ok(Err(stop)),
                 };
-                let reason = if body.code == ErrorCode::StaleTarget {
-                    "stale_target"
-                } else {
-                    "driver_failed"
+                let reason = match body.code {
+                    ErrorCode::StaleTarget => "stale_target",
+                    ErrorCode::OutOfPolicy => "out_of_policy",
+                    _ => "driver_failed",
                 };
                 self.browser_diagnostic(step, call_id, member, "action", reason, t);
                 self.show_call(step, call_id, kinds, CallState::Failed, daemon_ms);
