@@ -243,13 +243,19 @@ pub(crate) async fn session_for(
     Ok((dir, rec, Some(booted)))
 }
 
-fn run_dir(store: &Store, explicit: Option<PathBuf>, session: &str) -> PathBuf {
-    explicit.unwrap_or_else(|| {
-        store
-            .root()
-            .join("runs")
-            .join(format!("{}-{}", session, session::now_unix()))
-    })
+/// The run's new folder: `--record DIR` exactly (an existing one is an
+/// error), else `runs/SESSION-UNIXTIME` in the state directory, with a
+/// `-2`, `-3`, … suffix when a run of the session started in the same
+/// second took that name.
+fn create_run(store: &Store, explicit: Option<PathBuf>, session: &str) -> anyhow::Result<Recorder> {
+    match explicit {
+        Some(dir) => Recorder::create(&dir),
+        None => Recorder::create_unique(&store.root().join("runs").join(format!(
+            "{}-{}",
+            session,
+            session::now_unix()
+        ))),
+    }
 }
 
 /// Spawns the Ctrl-C watcher: the first Ctrl-C stops the run between
@@ -596,8 +602,7 @@ async fn run_on(
             (rec_, Some(resume))
         }
         _ => {
-            let run = run_dir(store, a.record.clone(), &rec.name);
-            let mut r = Recorder::create(&run)?;
+            let mut r = create_run(store, a.record.clone(), &rec.name)?;
             r.write(&Entry::RunStarted(Box::new(Started {
                 task: opts.task.clone(),
                 session: rec.name.clone(),

@@ -11,12 +11,12 @@
 //! The host-side attempts run in a child process of this test binary (the
 //! "host probe", [`host_probe`]) started with another uid and gid and no
 //! supplementary groups (std's `CommandExt::uid`/`gid`, which drop them
-//! when the parent is root); the same probe run as root is the control
-//! that shows each attempt can succeed.
-
-use std::os::unix::process::CommandExt as _;
+//! when the parent is root), from a copy every uid may execute wherever
+//! the checkout is (`sandtop_testkit::other_uid`); the same probe run as
+//! root is the control that shows each attempt can succeed.
 
 use sandtop_protocol::session;
+use sandtop_testkit::other_uid::Runnable;
 
 use super::*;
 
@@ -46,17 +46,22 @@ pub fn host_probe(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Runs the host probe as `uid:gid` (`None`: as this process).
+/// Runs the host probe as `uid:gid` (`None`: as this process). Another
+/// uid runs a [`Runnable`] copy of this binary: it may not reach the
+/// build folder (issue 32).
 fn run_host_probe(ids: Option<(u32, u32)>, ops: &[String]) -> anyhow::Result<Vec<Value>> {
-    let exe = std::env::current_exe()?;
-    let mut cmd = std::process::Command::new(exe);
+    let copy;
+    let mut cmd = match ids {
+        Some((u, g)) => {
+            copy = Runnable::current_exe().context("a copy of the test binary")?;
+            copy.command_as(u, g)
+        }
+        None => std::process::Command::new(std::env::current_exe()?),
+    };
     cmd.args(ops)
         .env(HOST_PROBE_ENV, "1")
         .current_dir("/")
         .stdin(std::process::Stdio::null());
-    if let Some((u, g)) = ids {
-        cmd.uid(u).gid(g);
-    }
     let out = cmd.output().context("running the host probe")?;
     ensure!(
         out.status.success(),
@@ -401,17 +406,17 @@ async fn stopped_container(
 
 /// `host-cli guest gc --json` run as `uid` (primary group: the engine
 /// socket's group, so that it may use Docker, and nothing else) with
-/// `state` as its state directory: its report lines.
+/// `state` as its state directory: its report lines. It runs a
+/// [`Runnable`] copy of host-cli (issue 32).
 fn gc_as(ctx: &Ctx, uid: u32, docker_gid: u32, state: &Path) -> anyhow::Result<Vec<String>> {
-    let mut cmd = std::process::Command::new(&ctx.host_cli);
+    let copy = Runnable::of(&ctx.host_cli).context("a copy of host-cli")?;
+    let mut cmd = copy.command_as(uid, docker_gid);
     cmd.args(["guest", "gc", "--json"])
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("SANDTOP_STATE_DIR", state)
         .current_dir("/")
-        .stdin(std::process::Stdio::null())
-        .uid(uid)
-        .gid(docker_gid);
+        .stdin(std::process::Stdio::null());
     if let Some(h) = std::env::var_os("DOCKER_HOST") {
         cmd.env("DOCKER_HOST", h);
     }
@@ -545,6 +550,76 @@ pub async fn gc_removes_only_what_its_own_user_left(ctx: Arc<Ctx>) -> anyhow::Re
         let _ = ctx.backend.remove(id).await;
     }
     result
+}
+
+/// Issue 32: the cases above run programs of the build folder as other
+/// uids; they pass from a checkout in a private folder (mode 0700, as
+/// `/root` is, or a `mktemp -d` folder), run as root as CI runs. The
+/// checkout's build folder is this run's: its test binary and host-cli
+/// linked (or copied, across filesystems) into
+/// `PRIVATE/checkout/target/debug/` as cargo lays them out, so no second
+/// build is needed; each case runs in a child run of that copy.
+pub async fn the_other_uid_cases_pass_from_a_checkout_in_a_private_folder(
+    ctx: Arc<Ctx>,
+) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    if !rustix::process::geteuid().is_root() {
+        println!("  SKIP: the cases it runs need root");
+        return Ok(());
+    }
+    let private = tempfile::Builder::new()
+        .prefix("sandtop-e2e-private-")
+        .tempdir()?;
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700))?;
+    let debug = private.path().join("checkout/target/debug");
+    std::fs::create_dir_all(debug.join("deps"))?;
+    let me = std::env::current_exe()?;
+    let place = |src: &Path, dst: &Path| -> anyhow::Result<()> {
+        if std::fs::hard_link(src, dst).is_err() {
+            std::fs::copy(src, dst)
+                .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
+        }
+        Ok(())
+    };
+    let copy = debug
+        .join("deps")
+        .join(me.file_name().context("no file name")?);
+    place(&me, &copy)?;
+    place(&ctx.host_cli, &debug.join("host-cli"))?;
+    ensure!(
+        !sandtop_testkit::other_uid::searchable_by_all(&debug),
+        "{} is reachable by every uid: not the case to test",
+        debug.display()
+    );
+    for case in [
+        "other_host_users_cannot_reach_a_guest",
+        "gc_removes_only_what_its_own_user_left",
+    ] {
+        let out = tokio::process::Command::new(&copy)
+            .args(["--exact", case])
+            .current_dir(private.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .context("running the copy")?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ensure!(
+            out.status.success()
+                && text.contains(&format!("test {case} ..."))
+                && text.contains("test result: ok. 1 passed")
+                && text.contains("e2e result: ok"),
+            "{case} from {}: {}\n{text}",
+            copy.display(),
+            out.status
+        );
+        ensure!(!text.contains("SKIP"), "{case} skipped:\n{text}");
+        println!("  {case}: ok from {}", copy.display());
+    }
+    Ok(())
 }
 
 /// Whether a container exists.

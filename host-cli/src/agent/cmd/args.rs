@@ -27,8 +27,8 @@ pub struct RunArgs {
     /// Offer the browser tools (`browser_<member>`, over the guest's
     /// Firefox): refs instead of pixels. Alone it means `--tool browser`:
     /// no screenshot goes to the model unless it asks for one, so a step
-    /// costs far fewer input tokens (`host-cli bench --browser`); give
-    /// `--tool both` when the task also needs the desktop.
+    /// costs far fewer input tokens (BENCHMARKS.md, "The form task");
+    /// give `--tool both` when the task also needs the desktop.
     #[arg(long)]
     pub browser: bool,
     /// Offer only these browser members (comma-separated; an empty value
