@@ -23,7 +23,7 @@
 //! Inside, guest-vm/init mounts the root read-only and the writable places
 //! as size-capped tmpfs, and runs the same entry as the container.
 //!
-//! Size: ~750 lines, ~80 of them inline tests: what one VM session needs,
+//! Size: ~785 lines, ~100 of them inline tests: what one VM session needs,
 //! in order: the image, the accelerator (`Accel::pick` and its KVM probe),
 //! the limits, the command line, the `Backend` impl and the link's host
 //! end. If it grows, it becomes a folder like `docker/`, probe and link first.
