@@ -21,6 +21,7 @@ pub mod limits;
 pub mod local;
 pub mod options;
 pub mod qemu;
+pub mod qemu_user;
 
 use std::future::Future;
 
