@@ -61,9 +61,7 @@ pub(super) fn element_error(v: &Value) -> Result<(), ErrorBody> {
                 }
                 Some("covered by another element") => "another element covers it",
                 Some("did not take focus") => "it did not take the focus",
-                Some("lost the focus") => {
-                    "the target lost the focus before the keys reached it"
-                }
+                Some("lost the focus") => "the target lost the focus before the keys reached it",
                 Some("one value for a single select") => "a single select takes one value",
                 Some("no such option") => "a value names no enabled option",
                 Some("scope ref") => "a scope ref only chooses the root of a scoped read",
