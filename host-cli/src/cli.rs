@@ -1,7 +1,7 @@
 //! The command line: parsing (clap) and the subcommands' bodies. Errors
 //! carry context (`anyhow`); `main` maps them to exit codes.
 //!
-//! Size: ~760 lines, tests apart (`cli/tests.rs`): the clap definitions of
+//! Size: ~785 lines, tests apart (`cli/tests.rs`): the clap definitions of
 //! every subcommand (~225 lines) and the bodies of the small ones: `guest`
 //! (~255 lines with its helpers), `screenshot`, `act`; the large ones have
 //! modules of their own. If it grows, `guest` moves to `cli/guest.rs`.
