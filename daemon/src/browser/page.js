@@ -11,6 +11,12 @@
 // navigation, another tab — has another registry, so an old ref is stale
 // there) and <n> a counter. An element keeps its ref while it lives; the
 // registry holds elements weakly.
+//
+// Size: ~700 lines, one function by necessity (the daemon evaluates this
+// source whole, in one realm, per call): the read walk, the ref registry,
+// the actions' element side and the URL policy and target checks (issue
+// 30), which must run in the same evaluation as the element lookups they
+// guard.
 (function (request) {
   "use strict";
   const L = request.limits;

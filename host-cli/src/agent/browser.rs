@@ -28,7 +28,7 @@
 //!   `{ok, state, result | error}` (plus the image for screenshot and zoom),
 //!   with daemon errors told from their code only, never the guest's text.
 //!
-//! Size: ~1110 lines, tests apart (`browser/tests.rs`): one table,
+//! Size: ~1140 lines, tests apart (`browser/tests.rs`): one table,
 //! `member_spec` (~140 lines), read by `with_grants`, `tools` and `prepare`,
 //! and the rules around it. If it grows, `UrlPolicy` and the state, results
 //! and prompt (~315 lines from `inert` on) are the parts to move out.
