@@ -33,7 +33,8 @@ pub(super) async fn locate_in(
     let v = agent(
         bidi,
         context,
-        json!({"op": "locate", "ref": target, "need": need, "policy": policy.value()}),
+        json!({"op": "locate", "ref": target, "need": need,
+               "policy": policy.value(), "expect": policy.expect_value()}),
     )
     .await?;
     element_error(&v)?;

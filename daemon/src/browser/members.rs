@@ -342,7 +342,8 @@ pub async fn run(
             let v = agent(
                 bidi,
                 &ctx,
-                json!({"op": "locate", "ref": target, "need": "scroll", "policy": policy.value()}),
+                json!({"op": "locate", "ref": target, "need": "scroll",
+                       "policy": policy.value(), "expect": policy.expect_value()}),
             )
             .await?;
             element_error(&v)?;
@@ -440,7 +441,8 @@ pub async fn run(
             let v = agent(
                 bidi,
                 &ctx,
-                json!({"op": "select", "ref": target, "values": values, "policy": policy.value()}),
+                json!({"op": "select", "ref": target, "values": values,
+                       "policy": policy.value(), "expect": policy.expect_value()}),
             )
             .await?;
             element_error(&v)?;
@@ -545,6 +547,12 @@ pub async fn run(
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+        }
+        BrowserCall::DescribeTarget { tab_id, target } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            let v = agent(bidi, &ctx, json!({"op": "describe", "ref": target})).await?;
+            element_error(&v)?;
+            Ok(BrowserOutcome::Read(read_report(v)?))
         }
         BrowserCall::ClickAt { .. }
         | BrowserCall::DragPath { .. }

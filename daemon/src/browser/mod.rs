@@ -274,7 +274,10 @@ impl BrowserService {
             return b.request(request).await;
         }
         let call = &request.call;
-        let policy = policy::Policy(request.url_policy.as_deref());
+        let policy = policy::Policy {
+            origins: request.url_policy.as_deref(),
+            expect: request.expect.as_ref(),
+        };
         let started = Instant::now();
         let mut guard = self.ready().await?;
         let browser = guard.as_mut().ok_or_else(internal)?;

@@ -11,6 +11,12 @@
 // navigation, another tab — has another registry, so an old ref is stale
 // there) and <n> a counter. An element keeps its ref while it lives; the
 // registry holds elements weakly.
+//
+// Size: ~700 lines, one function by necessity (the daemon evaluates this
+// source whole, in one realm, per call): the read walk, the ref registry,
+// the actions' element side and the URL policy and target checks (issue
+// 30), which must run in the same evaluation as the element lookups they
+// guard.
 (function (request) {
   "use strict";
   const L = request.limits;
@@ -527,13 +533,40 @@
     return { ok: true };
   }
 
+  // --- the target as approved (issue 30 item 4) --------------------------------
+  // request.expect: null, or the role and label the operator was shown.
+  // A target that no longer has both is refused as stale.
+  const expect = request.expect && typeof request.expect === "object" ? request.expect : null;
+  function labelOf(el, role) {
+    const n = nameOf(el, role);
+    return n ? cut(n, L.label)[0] : "";
+  }
+  function expectError(el) {
+    if (!expect) return null;
+    const role = roleOf(el);
+    if (role !== expect.role || labelOf(el, role) !== expect.label) return { error: "stale_target", why: "changed" };
+    return null;
+  }
+  // The "describe" op: the element a ref names now, as a read reports it.
+  function describeRef(ref) {
+    if (isScopeRef(ref)) return SCOPE_REFUSED;
+    const el = resolve(ref);
+    if (!el) return { error: "stale_target" };
+    const role = roleOf(el);
+    if (!role || role === "unsupported") return { error: "not_actionable" };
+    const omitted = new Set();
+    const d = describe(el, role, omitted);
+    if (!d) return { error: "not_actionable" };
+    return { text: "", elements: [d], omitted: Array.from(omitted) };
+  }
+
   // --- actions' element side --------------------------------------------------
   const SCOPE_REFUSED = { error: "not_actionable", why: "scope ref" };
   function locate(ref, need) {
     if (isScopeRef(ref)) return SCOPE_REFUSED;
     const el = resolve(ref);
     if (!el) return { error: "stale_target" };
-    const pe = policyError(el.ownerDocument);
+    const pe = policyError(el.ownerDocument) || expectError(el);
     if (pe) return pe;
     const role = roleOf(el);
     if (el.disabled || el.inert) return { error: "not_actionable", why: "disabled" };
@@ -590,7 +623,7 @@
     if (isScopeRef(ref)) return SCOPE_REFUSED;
     const el = resolve(ref);
     if (!el) return { error: "stale_target" };
-    const pe = policyError(el.ownerDocument);
+    const pe = policyError(el.ownerDocument) || expectError(el);
     if (pe) return pe;
     if (el.localName !== "select" || el.disabled) return { error: "not_actionable", why: "not an enabled select" };
     if (!el.multiple && values.length > 1) return { error: "not_actionable", why: "one value for a single select" };
@@ -613,7 +646,7 @@
     if (isScopeRef(ref)) return SCOPE_REFUSED;
     const el = resolve(ref);
     if (!el) return { error: "stale_target" };
-    const pe = policyError(el.ownerDocument);
+    const pe = policyError(el.ownerDocument) || expectError(el);
     if (pe) return pe;
     const role = roleOf(el);
     if (role !== "checkbox" && role !== "radio") return { error: "not_actionable", why: "not a checkbox or radio" };
@@ -681,6 +714,7 @@
     case "credential": out = credential(request.ref, request.types || [], !!request.mark, request.origin, !!request.focused); break;
     case "scoped": out = scopedRead(request.root, request.depth, request.mode); break;
     case "policy": out = policyCheck(); break;
+    case "describe": out = describeRef(request.ref); break;
     case "tab": {
       const [title, c] = cut((doc.title || "").toWellFormed ? (doc.title || "").toWellFormed() : "", L.title);
       out = { title: title.replace(/[\u0000-\u001f\u007f]/g, " "), title_truncated: c,

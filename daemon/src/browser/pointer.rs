@@ -295,7 +295,8 @@ async fn control_state(
     let v = agent(
         bidi,
         ctx,
-        json!({"op": "checked", "ref": target, "policy": policy.value()}),
+        json!({"op": "checked", "ref": target,
+               "policy": policy.value(), "expect": policy.expect_value()}),
     )
     .await?;
     element_error(&v)?;

@@ -28,6 +28,7 @@
 //! milliseconds between the agent's answer and the browser dispatching the
 //! input. Nothing here quotes the page.
 
+use sandtop_protocol::browser::ExpectedTarget;
 use sandtop_protocol::{ErrorBody, ErrorCode};
 use serde_json::{Value, json};
 
@@ -35,23 +36,39 @@ use super::act::element_error;
 use super::bidi::Bidi;
 use super::context::agent;
 
-/// The host's origins for one call, or none (no policy: every check
-/// passes without asking the page).
+/// The host's requirements of one call: its origins, or none (no policy:
+/// every check passes without asking the page), and the target's role and
+/// label as the operator approved them (issue 30 item 4), which the agent
+/// compares where it resolves the target (`expect`).
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Policy<'a>(pub Option<&'a [String]>);
+pub(super) struct Policy<'a> {
+    pub origins: Option<&'a [String]>,
+    pub expect: Option<&'a ExpectedTarget>,
+}
 
 impl Policy<'_> {
     /// No policy.
-    pub const NONE: Policy<'static> = Policy(None);
+    pub const NONE: Policy<'static> = Policy {
+        origins: None,
+        expect: None,
+    };
 
     /// The value the page agent takes as `policy`.
     pub fn value(&self) -> Value {
-        json!(self.0)
+        json!(self.origins)
+    }
+
+    /// The value the page agent takes as `expect`.
+    pub fn expect_value(&self) -> Value {
+        match self.expect {
+            Some(e) => json!({"role": e.role, "label": e.label}),
+            None => Value::Null,
+        }
     }
 
     /// Whether there is a policy to check.
     pub fn active(&self) -> bool {
-        self.0.is_some()
+        self.origins.is_some()
     }
 
     /// Asks the page agent of `ctx` whether acting is allowed now, on

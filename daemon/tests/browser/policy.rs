@@ -166,3 +166,49 @@ async fn url_policy_holds_at_execution_after_a_redirect_and_a_script_navigation(
     assert!(d.text_containing("log").await.contains("log"));
     nothing_acts_here(&d, &allowed).await;
 }
+
+/// Issue 30 item 4, the driver's half: `describe_target` reads one target
+/// as it is now, and a call's `expect` (the role and label the operator
+/// was shown) binds it: a page that relabels the button after that is
+/// refused as `stale_target` and the click does nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_acts_only_on_the_target_as_the_operator_was_shown_it() {
+    let Some(d) = daemon() else { return };
+    let (allowed, _) = two_origins().await;
+    d.goto(&format!("{allowed}/page")).await;
+    let read = d.read("interactive").await;
+    let save = by_label(&read, "Save")["ref"].clone();
+    let describe = json!({"member": "describe_target", "tab_id": null, "target": save});
+    let now = d.ok(describe.clone()).await;
+    let els = now["outcome"]["elements"].as_array().unwrap();
+    assert_eq!(els.len(), 1, "{now}");
+    assert_eq!(
+        (els[0]["role"].as_str(), els[0]["label"].as_str()),
+        (Some("button"), Some("Save"))
+    );
+    // The page relabels it.
+    d.ok(
+        json!({"member": "run_script", "tab_id": null, "timeout_ms": 1000,
+        "source": "document.querySelector('button').textContent = 'Delete account'; 'ok'"}),
+    )
+    .await;
+    let now = d.ok(describe).await;
+    assert_eq!(
+        now["outcome"]["elements"][0]["label"], "Delete account",
+        "{now}"
+    );
+    let mut click = json!({"member": "click", "tab_id": null, "target": save,
+        "expect": {"role": "button", "label": "Save"}});
+    d.fails(click.clone(), "stale_target").await;
+    assert!(!d.text().await.contains("clicked"));
+    // As shown now, it acts.
+    click["expect"]["label"] = json!("Delete account");
+    d.ok(click).await;
+    assert!(d.text_containing("clicked").await.contains("clicked"));
+    // A ref of nothing: stale, as for every member.
+    d.fails(
+        json!({"member": "describe_target", "tab_id": null, "target": "nope.1"}),
+        "stale_target",
+    )
+    .await;
+}

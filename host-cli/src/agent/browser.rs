@@ -28,7 +28,7 @@
 //!   `{ok, state, result | error}` (plus the image for screenshot and zoom),
 //!   with daemon errors told from their code only, never the guest's text.
 //!
-//! Size: ~1110 lines, tests apart (`browser/tests.rs`): one table,
+//! Size: ~1140 lines, tests apart (`browser/tests.rs`): one table,
 //! `member_spec` (~140 lines), read by `with_grants`, `tools` and `prepare`,
 //! and the rules around it. If it grows, `UrlPolicy` and the state, results
 //! and prompt (~315 lines from `inert` on) are the parts to move out.
@@ -85,6 +85,10 @@ pub const NAVIGATION_REFUSED: &str = "Browser navigation was not approved.";
 /// the page's own navigation took the tab there), from the host's check
 /// of the state or the daemon's `out_of_policy` at execution.
 pub const OUT_OF_POLICY: &str = "The tab's page is not on an origin of the URL policy (a redirect or the page's own navigation can take it there); nothing was done on it. Navigate to an allowed origin first.";
+/// A call whose target is no longer what the model read (issue 30 item 4):
+/// read again just before the operator is asked, its role or label
+/// differs from the last read's, so nobody is asked and nothing is done.
+pub const TARGET_CHANGED: &str = "The target changed since the page was read (its role or label is not what the read showed); nothing was done. Read the page again.";
 /// A call skipped because an earlier browser call of the response failed.
 pub const SKIPPED: &str = "Not executed: an earlier browser action in this turn failed.";
 /// A call of a member that is not enabled.
@@ -641,6 +645,7 @@ impl Toolset {
         BrowserRequest {
             call,
             url_policy: self.url_policy.as_ref().map(UrlPolicy::wire),
+            expect: None,
         }
     }
 
@@ -1060,10 +1065,35 @@ pub fn result_of(member: &str, outcome: &BrowserOutcome) -> Result<Value, String
     }
 }
 
+/// The target of a call as it is now (a `describe_target` read) against
+/// the last read the model saw: `Ok(element)` to show the operator, or
+/// `Err(TARGET_CHANGED)` when the last read named the same ref with
+/// another role or label (a page that relabelled it after the read).
+pub fn current_target(
+    now: &BrowserRead,
+    target: &str,
+    last_read: Option<&Value>,
+) -> Result<Value, String> {
+    let el = validate_read("read_page", now)
+        .ok()
+        .and_then(|v| v["elements"].as_array().cloned())
+        .and_then(|els| els.into_iter().find(|e| e["ref"] == target))
+        .ok_or_else(|| "Browser read report failed.".to_string())?;
+    let before = last_read
+        .and_then(|r| r["elements"].as_array())
+        .and_then(|els| els.iter().find(|e| e["ref"] == target));
+    if let Some(b) = before
+        && (b["role"] != el["role"] || b["label"] != el["label"])
+    {
+        return Err(TARGET_CHANGED.into());
+    }
+    Ok(el)
+}
+
 /// The approval prompt: the member, its validated arguments, the target's
-/// label and role when the last read named it, and the state before
-/// (active tab's origin and title). Every piece of guest or model text is
-/// made inert.
+/// label and role when the read given names it (the target read again
+/// just before asking), and the state before (active tab's origin and
+/// title). Every piece of guest or model text is made inert.
 pub fn prompt(prepared: &Prepared, state: &Value, last_read: Option<&Value>) -> String {
     // Nothing the operator approves is cut from the prompt: a script's
     // source is shown whole, line by line, and every other argument in

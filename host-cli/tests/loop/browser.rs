@@ -49,6 +49,10 @@ struct FakePages {
     set_file_error: Option<ErrorCode>,
     /// The URL policy each call arrived with, by member (issue 30).
     policies: Vec<(String, Option<Vec<String>>)>,
+    /// Labels the page has changed, by field (issue 30 item 4).
+    labels: std::collections::BTreeMap<&'static str, String>,
+    /// A relabelling the page does right after it has been read.
+    relabel_after_read: Option<(&'static str, String)>,
 }
 
 /// A browser whose one page is a contact form: Name, Email (textboxes),
@@ -107,12 +111,30 @@ impl FakeBrowser {
         lock(&self.0).policies.clone()
     }
 
+    /// The page gives `field` another label (its ref stays the same).
+    fn relabel(&self, field: &'static str, label: &str) {
+        lock(&self.0).labels.insert(field, label.into());
+    }
+
     fn break_state(&self) {
         lock(&self.0).broken_state = true;
     }
 
     fn signed_in(&self) -> Vec<(String, String)> {
         lock(&self.0).signed_in.clone()
+    }
+}
+
+/// The ref a call acts on, if any.
+fn call_target(call: &BrowserCall) -> Option<&str> {
+    match call {
+        BrowserCall::Click { target, .. }
+        | BrowserCall::Hover { target, .. }
+        | BrowserCall::ScrollTo { target, .. }
+        | BrowserCall::SelectOption { target, .. }
+        | BrowserCall::SetChecked { target, .. } => Some(target),
+        BrowserCall::Type { target, .. } => target.as_deref(),
+        _ => None,
     }
 }
 
@@ -207,21 +229,27 @@ impl FakePages {
         Ok(out)
     }
 
-    fn read(&self, tab: usize) -> BrowserRead {
+    /// One field as a read reports it now.
+    fn element(&self, tab: usize, id: &str) -> ReadElement {
         let g = self.tabs[tab].generation;
+        let (id, label, role) = FIELDS.iter().find(|(f, _, _)| *f == id).unwrap();
+        ReadElement {
+            reference: format!("g{g}-{id}"),
+            role: *role,
+            label: self.labels.get(id).cloned().unwrap_or((*label).into()),
+            value: (*role == ReadRole::Textbox).then(String::new),
+            options: None,
+            checked: None,
+        }
+    }
+
+    fn read(&self, tab: usize) -> BrowserRead {
         BrowserRead {
             version: 1,
             text: "Contact us\nName Email Submit".into(),
             elements: FIELDS
                 .iter()
-                .map(|(id, label, role)| ReadElement {
-                    reference: format!("g{g}-{id}"),
-                    role: *role,
-                    label: (*label).into(),
-                    value: (*role == ReadRole::Textbox).then(String::new),
-                    options: None,
-                    checked: None,
-                })
+                .map(|(id, _, _)| self.element(tab, id))
                 .collect(),
             omitted: Vec::new(),
             scopes: None,
@@ -243,7 +271,19 @@ impl FakePages {
                 BrowserOutcome::Done
             }
             BrowserCall::ReadPage { .. } | BrowserCall::Find { .. } => {
-                BrowserOutcome::Read(self.read(tab))
+                let read = self.read(tab);
+                if let Some((field, label)) = self.relabel_after_read.take() {
+                    self.labels.insert(field, label);
+                }
+                BrowserOutcome::Read(read)
+            }
+            BrowserCall::DescribeTarget { target, .. } => {
+                let field = self.field(tab, target)?;
+                BrowserOutcome::Read(BrowserRead {
+                    text: String::new(),
+                    elements: vec![self.element(tab, field)],
+                    ..self.read(tab)
+                })
             }
             BrowserCall::GetPageText { .. } => BrowserOutcome::Read(BrowserRead {
                 elements: Vec::new(),
@@ -404,10 +444,20 @@ impl Backend for FakeBrowser {
                     | BrowserCall::GetPageText { .. }
                     | BrowserCall::Find { .. }
                     | BrowserCall::Screenshot { .. }
+                    | BrowserCall::DescribeTarget { .. }
                     | BrowserCall::RemoveDownload { .. }
             );
             if acts && !inside(&p) {
                 return Err(err(ErrorCode::OutOfPolicy, "outside the url policy"));
+            }
+            // The target as approved, as the driver checks it (item 4).
+            if let (Some(expect), Some(target)) = (&request.expect, call_target(call)) {
+                let tab = p.tab(call.tab_id())?;
+                let field = p.field(tab, target)?;
+                let now = p.element(tab, field);
+                if now.role != expect.role || now.label != expect.label {
+                    return Err(err(ErrorCode::StaleTarget, "the target changed"));
+                }
             }
             let outcome = p.run(call)?;
             if matches!(call, BrowserCall::Navigate { .. }) && !inside(&p) {
@@ -1187,4 +1237,5 @@ async fn b11_opt_in_members_are_offered_only_when_added_and_confirmed_like_any_a
 
 mod files;
 mod policy;
+mod relabel;
 mod sign_in;

@@ -12,13 +12,18 @@
 //!   document ends outside (a redirect, the page's own script) is
 //!   `out_of_policy` too. Absent: no policy (the daemon opens http, https
 //!   and about:blank whatever the host says).
+//! - `expect` (issue 30 item 4): the role and label of the call's target
+//!   as the operator was shown them; the daemon acts only if the target
+//!   still has both, checked in the evaluation that resolves it (else
+//!   `stale_target`, nothing done): a page that relabels a button while
+//!   the operator reads the question gets nothing.
 //!
 //! The call's own fields stay at the top level (the call is flattened),
 //! so a body without the host's fields is exactly a [`BrowserCall`].
 
 use serde::{Deserialize, Serialize};
 
-use super::{BrowserCall, MAX_URL_BYTES};
+use super::{BrowserCall, MAX_LABEL_BYTES, MAX_URL_BYTES, ReadRole};
 
 /// The most origins a request's URL policy lists.
 pub const MAX_POLICY_ORIGINS: usize = 64;
@@ -31,6 +36,17 @@ pub struct BrowserRequest {
     /// The host's URL policy, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url_policy: Option<Vec<String>>,
+    /// The target's role and label as approved, for a call with a target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<ExpectedTarget>,
+}
+
+/// A target as the operator was shown it: what a read reported of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectedTarget {
+    pub role: ReadRole,
+    pub label: String,
 }
 
 impl BrowserRequest {
@@ -39,6 +55,7 @@ impl BrowserRequest {
         BrowserRequest {
             call,
             url_policy: None,
+            expect: None,
         }
     }
 
@@ -48,6 +65,11 @@ impl BrowserRequest {
     /// characters), at most [`MAX_URL_BYTES`] bytes.
     pub fn check(&self) -> Result<(), String> {
         self.call.check()?;
+        if let Some(e) = &self.expect
+            && (e.label.is_empty() || e.label.len() > MAX_LABEL_BYTES)
+        {
+            return Err(format!("`expect.label`: 1 to {MAX_LABEL_BYTES} bytes"));
+        }
         if let Some(p) = &self.url_policy {
             if p.is_empty() || p.len() > MAX_POLICY_ORIGINS {
                 return Err(format!(
@@ -137,6 +159,7 @@ mod tests {
         let with = |p: Vec<&str>| BrowserRequest {
             call: call.clone(),
             url_policy: Some(p.into_iter().map(str::to_string).collect()),
+            expect: None,
         };
         assert!(
             with(vec!["https://a.test", "http://[::1]:8080"])
@@ -158,5 +181,30 @@ mod tests {
         }
         let many = vec!["https://a.test"; MAX_POLICY_ORIGINS + 1];
         assert!(with(many).check().is_err());
+    }
+
+    #[test]
+    fn the_expected_target_travels_with_the_call() {
+        let body = br#"{"member":"click","tab_id":null,"target":"ab.1","expect":{"role":"button","label":"Save draft"}}"#;
+        let r: BrowserRequest = crate::from_json_objects(body).unwrap();
+        assert_eq!(
+            r.expect,
+            Some(ExpectedTarget {
+                role: ReadRole::Button,
+                label: "Save draft".into()
+            })
+        );
+        assert!(r.check().is_ok());
+        assert_eq!(serde_json::to_vec(&r).unwrap(), body.to_vec());
+        for bad in [
+            &br#"{"member":"click","tab_id":null,"target":"a","expect":{"role":"button"}}"#[..],
+            br#"{"member":"click","tab_id":null,"target":"a","expect":{"role":"link","label":"x"}}"#,
+            br#"{"member":"click","tab_id":null,"target":"a","expect":{"role":"button","label":"x","y":1}}"#,
+        ] {
+            assert!(crate::from_json_objects::<BrowserRequest>(bad).is_err());
+        }
+        let mut r = r;
+        r.expect.as_mut().unwrap().label = String::new();
+        assert!(r.check().unwrap_err().contains("expect"));
     }
 }
