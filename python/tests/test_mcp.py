@@ -437,3 +437,62 @@ def test_the_run_folder_is_one_report_reads(world: World, tmp_path: Any) -> None
     assert html.stat().st_size > 1000
     # No image data, and no typed text of a refused batch beyond the call itself.
     assert "base64" not in (rec / "trajectory.jsonl").read_text()
+
+
+def test_the_demo_form_is_filled_and_submitted_through_the_browser_tools(world: World) -> None:
+    """The URL policy is checked before anyone is asked; reads need no
+    one; a click the person declines does nothing; approved calls fill
+    and submit the demo form, checked on the app's own record."""
+    person = Person("approve")
+    decliner = Person("decline")
+    stamp = f"mcp-form-{os.getpid()}"
+    demo = "http://127.0.0.1:8080"
+
+    def find(read: dict[str, Any], role: str, label: str) -> str:
+        for e in read["elements"]:
+            if e["role"] == role and e["label"].strip().lower().startswith(label.lower()):
+                return str(e["ref"])
+        raise AssertionError(f"no {role} {label!r} in {read['elements']}")
+
+    async def go() -> dict[str, Any]:
+        got: dict[str, Any] = {}
+        server = world.server("--session", world.name, "--url-policy", demo)
+        async with Client(server, mode="legacy", elicitation_callback=person) as c:
+            got["outside"] = await call(c, "browser_navigate", {"url": "https://example.com/", "tab_id": None})
+            assert person.asked == []
+            got["nav"] = await call(c, "browser_navigate", {"url": demo + "/?from=mcp", "tab_id": None})
+            got["read"] = await call(c, "browser_read_page", {"tab_id": None, "filter": "interactive"})
+            asked_before = len(person.asked)
+            read = structured(got["read"])["result"]
+            got["asked_for_read"] = len(person.asked) - asked_before
+        async with Client(server, mode="auto", elicitation_callback=decliner) as c:
+            got["declined"] = await call(c, "browser_click", {"target": find(read, "button", "Submit"), "tab_id": None})
+        async with Client(server, mode="auto", elicitation_callback=person) as c:
+            read = structured(await call(c, "browser_read_page", {"tab_id": None, "filter": "interactive"}))["result"]
+            for label, text in (("Name", stamp), ("Email", "mcp@example.test"), ("Message", "über MCP ✓")):
+                role = "textbox"
+                r = await call(c, "browser_type", {"text": text, "target": find(read, role, label), "tab_id": None})
+                assert structured(r)["ok"] is True, structured(r)
+            got["submit"] = await call(c, "browser_click", {"target": find(read, "button", "Submit"), "tab_id": None})
+        return got
+
+    try:
+        got = run(go())
+    finally:
+        subprocess.run(["docker", "exec", world.container(), "pkill", "-x", "firefox-esr"], capture_output=True, timeout=30)
+    s = structured(got["outside"])
+    assert s["ok"] is False and "not approved" in s["error"], s
+    s = structured(got["nav"])
+    assert s["ok"] is True, s
+    active = [t for t in s["state"]["tabs"] if t["active"]]
+    # Tab state as origins only: no path, no query.
+    assert active and active[0]["url"] == demo, s["state"]
+    assert got["asked_for_read"] == 0
+    s = structured(got["declined"])
+    assert s["ok"] is False and "not approved" in s["error"], s
+    assert any("browser_click" in m and "on: http://127.0.0.1:8080" in m for m in decliner.asked), decliner.asked
+    assert structured(got["submit"])["ok"] is True
+    record = wait_until("the app's record", lambda: guest_file(world.container(), "/home/user/demo/submissions.jsonl"))
+    rows = [json.loads(x) for x in record.decode().splitlines() if stamp in x]
+    assert len(rows) == 1, record
+    assert rows[0]["name"] == stamp and rows[0]["email"] == "mcp@example.test" and rows[0]["message"] == "über MCP ✓", rows
