@@ -496,3 +496,34 @@ def test_the_demo_form_is_filled_and_submitted_through_the_browser_tools(world: 
     rows = [json.loads(x) for x in record.decode().splitlines() if stamp in x]
     assert len(rows) == 1, record
     assert rows[0]["name"] == stamp and rows[0]["email"] == "mcp@example.test" and rows[0]["message"] == "über MCP ✓", rows
+
+
+def test_a_cancelled_batch_is_stopped_and_recorded_as_unknown(world: World, tmp_path: Any) -> None:
+    """The client gives up on a long batch (its SDK sends
+    `notifications/cancelled`): the server drops the request, the daemon
+    stops the batch, the ledger says `unknown`, and the desktop takes the
+    next call."""
+    import anyio
+
+    rec = tmp_path / "run"
+
+    async def go() -> tuple[bool, Any]:
+        async with Client(world.server("--session", world.name, "--record", str(rec)), mode="legacy") as c:
+            finished = False
+            with anyio.move_on_after(1.0):
+                await c.call_tool("computer", {"actions": [{"type": "wait"}] * 10})
+                finished = True
+            r = None
+            for _ in range(50):
+                r = await c.call_tool("computer", {"actions": [{"type": "move", "x": 3, "y": 3}]})
+                if structured(r)["ok"] or structured(r)["error"]["code"] != "busy":
+                    break
+                await asyncio.sleep(0.1)
+            return finished, r
+
+    finished, r = run(go())
+    assert finished is False, "ten waits finished within a second"
+    assert structured(r)["ok"] is True, structured(r)
+    lines = [json.loads(x) for x in (rec / "trajectory.jsonl").read_text().splitlines() if x.strip()]
+    first = [x["state"] for x in lines if x["kind"] == "ledger" and x["call_id"] == "mcp_0001"]
+    assert first == ["pending", "unknown"], first
