@@ -527,3 +527,21 @@ def test_a_cancelled_batch_is_stopped_and_recorded_as_unknown(world: World, tmp_
     lines = [json.loads(x) for x in (rec / "trajectory.jsonl").read_text().splitlines() if x.strip()]
     first = [x["state"] for x in lines if x["kind"] == "ledger" and x["call_id"] == "mcp_0001"]
     assert first == ["pending", "unknown"], first
+
+
+def test_a_long_batch_reports_progress_when_asked(world: World) -> None:
+    got: list[tuple[float, Optional[str]]] = []
+
+    async def on_progress(progress: float, total: Optional[float], message: Optional[str]) -> None:
+        got.append((progress, message))
+
+    async def go() -> Any:
+        async with Client(world.server("--session", world.name), mode="legacy") as c:
+            return await c.call_tool("computer", {"actions": [{"type": "wait"}] * 10}, progress_callback=on_progress)
+
+    r = run(go())
+    assert structured(r)["ok"] is True and structured(r)["executed"] == 10, structured(r)
+    # Ten waits of at least 300 ms each: at least two ticks of a second.
+    assert len(got) >= 2, got
+    assert [p for p, _ in got] == sorted(p for p, _ in got)
+    assert all(m is not None and "running" in m for _, m in got), got

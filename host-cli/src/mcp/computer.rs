@@ -298,6 +298,7 @@ impl Server {
         let r = tokio::select! {
             r = ch.act(&req) => r,
             () = ctx.ct.cancelled() => Err(ChannelError::Http("the call was cancelled by the client".into())),
+            () = progress(ctx, "the batch is running") => unreachable!("progress never ends"),
         };
         let log = |e: anyhow::Error| format!("{e:#}");
         match r {
@@ -376,6 +377,24 @@ impl Server {
                 .into())
             }
         }
+    }
+}
+
+/// While a call runs: a progress notification every second, when the
+/// client asked for them (a `progressToken` in the request's `_meta`).
+/// Never ends.
+pub async fn progress(ctx: &RequestContext<RoleServer>, what: &str) {
+    let Some(token) = ctx.meta.get_progress_token() else {
+        return std::future::pending().await;
+    };
+    let mut n = 0u32;
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        n += 1;
+        let p = rmcp::model::ProgressNotificationParam::new(token.clone(), f64::from(n))
+            .with_message(format!("{what} ({n} s)"));
+        // A client that went away gets no more; the call ends on its own.
+        let _ = ctx.peer.notify_progress(p).await;
     }
 }
 
