@@ -173,6 +173,7 @@ impl Server {
         let r = tokio::select! {
             r = ch.browser_call(&call) => r,
             () = ctx.ct.cancelled() => Err(ChannelError::Http("the call was cancelled by the client".into())),
+            () = super::computer::progress(ctx, "the browser call is running") => unreachable!("progress never ends"),
         };
         let (result, after, image) = match r {
             Ok(reply) => {
