@@ -57,7 +57,7 @@ test: deps
 	fi; \
 	echo "make test: every tier passed (or printed why it skipped)"
 
-## sdk-test: the Python package (python/) in a virtualenv with openai==3.57.0 from PyPI: unit tests, then the SDK exercise on a real guest (SKIPs without Docker, the guest image or PyPI; SANDTOP_REQUIRE=docker makes that a failure)
+## sdk-test: the Python package (python/) in a virtualenv with openai==3.57.0 and mcp==2.3.0 from PyPI: unit tests, then the SDK exercise and `host-cli mcp` driven by the MCP Python SDK on a real guest (SKIPs without Docker, the guest image or PyPI; SANDTOP_REQUIRE=docker makes that a failure)
 SDK_VENV ?= $(SDK_TARGET)/sdk-venv
 SDK_TARGET ?= $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 .PHONY: sdk-test

@@ -77,6 +77,11 @@ pub enum Command {
     /// each resulting screen with the recorded one; exit 0 when every
     /// step matched, 7 at the first divergence (its step and regions).
     Replay(crate::replay::ReplayArgs),
+    /// Serve guests to an MCP client (Claude Code, Claude Desktop, Codex
+    /// CLI, VS Code, Cursor) over stdio: start/stop/list guests, `computer`,
+    /// `screenshot`, `browser_<member>`; calls that type, press keys or
+    /// change a page run only after the person approves them.
+    Mcp(Box<crate::mcp::McpArgs>),
 }
 
 /// The whole program: parses the command line, sets up logging (stderr,
@@ -344,6 +349,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(a) => crate::report::run(a),
         Command::View(a) => crate::view::view(a).await,
         Command::Replay(a) => crate::replay::replay(a).await,
+        Command::Mcp(a) => crate::mcp::serve(*a).await,
     }
 }
 
