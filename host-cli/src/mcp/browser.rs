@@ -171,7 +171,9 @@ impl Server {
                 .map_err(log)?;
         }
         let r = tokio::select! {
-            r = ch.browser_call(&call) => r,
+            // The URL policy goes with the call: the daemon checks it in the
+            // document the call acts on (docs/security.md L17).
+            r = ch.browser_request(&toolset.request(call.clone())) => r,
             () = ctx.ct.cancelled() => Err(ChannelError::Http("the call was cancelled by the client".into())),
             () = super::computer::progress(ctx, "the browser call is running") => unreachable!("progress never ends"),
         };
