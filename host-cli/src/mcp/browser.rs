@@ -170,10 +170,11 @@ impl Server {
                 )
                 .map_err(log)?;
         }
+        // The URL policy goes with the call: the daemon checks it in the
+        // document the call acts on (docs/security.md L17).
+        let sent = toolset.request(call.clone());
         let r = tokio::select! {
-            // The URL policy goes with the call: the daemon checks it in the
-            // document the call acts on (docs/security.md L17).
-            r = ch.browser_request(&toolset.request(call.clone())) => r,
+            r = ch.browser_request(&sent) => r,
             () = ctx.ct.cancelled() => Err(ChannelError::Http("the call was cancelled by the client".into())),
             () = super::computer::progress(ctx, "the browser call is running") => unreachable!("progress never ends"),
         };
