@@ -420,8 +420,10 @@ fn output_payload(item: &Value) -> Option<Value> {
 
 /// Checks the run's own record: the navigation outside the policy was
 /// refused without a question to the operator and never reached the
-/// browser (no ledger entry); the stale call was refused by the driver
-/// (ledger `failed`, answered with the stale error).
+/// browser (no ledger entry); the stale call was caught when its target
+/// was read again before the question (docs/contract.md rule 28a): answered
+/// with the stale error, nobody asked, nothing sent to act (no ledger
+/// entry).
 pub fn check_refusals(entries: &[Entry]) -> Check {
     let answer = |id: &str| {
         entries.iter().find_map(|e| match e {
@@ -459,9 +461,12 @@ pub fn check_refusals(entries: &[Entry]) -> Check {
         Some(p) if p["ok"] == false && p["error"] == stale => {}
         other => problems.push(format!("the stale call was answered {other:?}")),
     }
-    if ledger(STALE_CALL) != [LedgerState::Pending, LedgerState::Failed] {
+    if asked(STALE_CALL) {
+        problems.push("the operator was asked about the stale call".into());
+    }
+    if !ledger(STALE_CALL).is_empty() {
         problems.push(format!(
-            "the stale call's ledger is {:?}, not pending then failed",
+            "the stale call reached the browser to act (ledger {:?})",
             ledger(STALE_CALL)
         ));
     }
