@@ -13,7 +13,7 @@
 //! 4. `--approve-scripted-checks` approves checks raised by the offline
 //!    scripted model only; the runner refuses the flag with a real model.
 //!
-//! Its size (~760 lines): one `Operator` implementation whose every
+//! Why one file (~800 lines): one `Operator` implementation whose every
 //! question (checks, confirmations, browser calls, sign-in, `ask_user`,
 //! origins) is worded here, side by side so their wording stays alike; the
 //! terminal is in `terminal`, the terminal/view race in `ask`, the tests
