@@ -416,7 +416,7 @@ fn shown_name(name: &str) -> String {
 /// answer the model reads (docs/security.md L14). By words, not a proof:
 /// it catches the model's plain request, and the prompt warns the
 /// operator besides.
-pub(crate) fn asks_for_a_credential(question: &str) -> bool {
+fn asks_for_a_credential(question: &str) -> bool {
     let q = question.to_lowercase();
     let phrase = [
         "password",
