@@ -58,6 +58,9 @@ const LONG: Duration = Duration::from_secs(30);
 #[path = "e2e/order.rs"]
 mod order;
 use order::batched_form_input_lands_in_each_field;
+#[path = "e2e/shortcut.rs"]
+mod shortcut;
+use shortcut::keys_after_a_shortcut_reach_what_it_opened_in_firefox;
 #[path = "e2e/browser.rs"]
 mod browser;
 use browser::browser_fills_the_demo_form_through_refs;
@@ -100,6 +103,7 @@ fn main() -> ExitCode {
             typed_corpus_in_guest_xterm_is_byte_exact,
             both_channel_paths_work,
             batched_form_input_lands_in_each_field,
+            keys_after_a_shortcut_reach_what_it_opened_in_firefox,
             browser_fills_the_demo_form_through_refs,
             other_host_users_cannot_reach_a_guest,
             the_guest_folder_is_capped_noexec_and_anonymous,
