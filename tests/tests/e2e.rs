@@ -23,7 +23,8 @@
 //!
 //! Prerequisites: a Docker engine (else `SKIP docker: ...`, or a failure
 //! when `SANDTOP_REQUIRE` lists docker), the guest image
-//! `sandtop-guest:latest` (`make test` builds it; `make guest-image`), and
+//! `sandtop-guest:latest` (`make test` builds it; `make guest-image`; or
+//! the tag `SANDTOP_IMAGE` names), and
 //! the `host-cli` binary of this workspace (`cargo build -p host-cli`).
 //! Arguments: libtest's (a substring selects cases, `--exact`, `--skip`,
 //! `--list`, `--ignored`).
@@ -135,10 +136,10 @@ fn main() -> ExitCode {
 
 /// Docker, the image, host-cli; `None` when the tier is skipped.
 async fn setup(tmp: &Path) -> anyhow::Result<Option<Ctx>> {
+    // The image: `SANDTOP_IMAGE` when set (a build of one's own tree under
+    // its own tag), else the default, as host-cli picks it.
     let backend = match DockerBackend::connect().await {
-        Ok(b) => b
-            .with_image(docker::DEFAULT_IMAGE)
-            .with_channel(ChannelMode::Auto),
+        Ok(b) => b.with_channel(ChannelMode::Auto),
         Err(e) => {
             skip::skip("docker", &e.chain());
             return Ok(None);

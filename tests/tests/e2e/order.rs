@@ -212,7 +212,7 @@ pub(crate) fn keep(f: &Frame, tag: &str) -> String {
     }
 }
 
-async fn submissions(g: &Guest) -> anyhow::Result<Vec<Value>> {
+pub(crate) async fn submissions(g: &Guest) -> anyhow::Result<Vec<Value>> {
     let r = g.exec(&["cat", STORE_PATH]).await?;
     if r.exit_code != 0 {
         return Ok(Vec::new()); // nothing stored yet

@@ -78,6 +78,8 @@ pub struct X11Driver {
     xi_pointer: Option<u16>,
     /// The focus window when [`Driver::watch`] was called.
     watched_focus: Option<Window>,
+    /// Damage since the last look ([`Driver::react`]).
+    reacted: bool,
 }
 
 impl X11Driver {
@@ -241,6 +243,7 @@ impl X11Driver {
             expected: delivery::Expected::default(),
             xi_pointer,
             watched_focus: None,
+            reacted: false,
         };
         if damage_ok {
             let id = driver.conn.generate_id().map_err(id_err)?;
@@ -385,6 +388,7 @@ impl X11Driver {
         match event {
             Event::DamageNotify(_) => {
                 self.damage_seen += 1;
+                self.reacted = true;
                 if let Some(d) = self.damage {
                     self.conn
                         .damage_subtract(d, x11rb::NONE, x11rb::NONE)
@@ -623,6 +627,7 @@ impl Driver for X11Driver {
                 .map_err(conn_err)?;
         }
         self.watched_focus = Some(self.focus()?);
+        self.reacted = false;
         Ok(())
     }
 
@@ -639,7 +644,8 @@ impl Driver for X11Driver {
         };
         let mut seen = Reaction::default();
         loop {
-            let mut moved = self.drain_events()?;
+            self.drain_events()?;
+            let mut moved = std::mem::take(&mut self.reacted);
             let now_focus = self.focus()?;
             if now_focus != focus {
                 focus = now_focus;
