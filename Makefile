@@ -20,26 +20,44 @@ deps:
 build:
 	$(CARGO) build --release --locked --workspace
 
-## test: every test tier this host can run (installs what it needs; builds the guest image for the E tier and the VM image for the VM tier)
+## test: every test tier this host can run (installs what it needs; builds the guest image for the E tier and the VM image for the VM tier); a failing step does not stop the later ones, the end lists what failed
 .PHONY: test
 # The tests build host-cli's bench command too, so its unit tests run.
 TEST_FEATURES ?= --features host-cli/bench
+# Every step after the build runs even when an earlier one failed (one run
+# shows everything that is broken); cargo's own list of failed test
+# targets is kept from its output for the summary at the end.
+TEST_LOG ?= $(SDK_TARGET)/make-test.log
 test: deps
 	$(CARGO) build --locked --workspace --all-targets $(TEST_FEATURES)
-	@if docker version >/dev/null 2>&1; then \
-		$(MAKE) --no-print-directory guest-image; \
+	@failed=(); \
+	if docker version >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory guest-image || failed+=("the guest image (make guest-image)"); \
 		if command -v qemu-system-$$(uname -m) >/dev/null 2>&1; then \
-			./guest-vm/build.sh; \
+			./guest-vm/build.sh || failed+=("the VM image (guest-vm/build.sh)"); \
 		else \
 			echo "make test: no qemu-system-$$(uname -m); the VM tier (host-cli/tests/qemu.rs) will SKIP"; \
 		fi; \
 	else \
 		echo "make test: no Docker engine answers; the E tier (tests/tests/e2e.rs) and the VM tier will SKIP"; \
-	fi
-	$(CARGO) test --locked --workspace --no-fail-fast $(TEST_FEATURES)
-	$(MAKE) --no-print-directory sdk-test
+	fi; \
+	mkdir -p "$(dir $(TEST_LOG))"; \
+	exec 3>&1; \
+	$(CARGO) test --locked --workspace --no-fail-fast $(TEST_FEATURES) 2>&1 1>&3 3>&- | tee "$(TEST_LOG)" >&2; \
+	status=$${PIPESTATUS[0]}; \
+	if [ $$status -ne 0 ]; then \
+		targets=$$(awk '/^error: [0-9]+ targets? failed:/ {f=1; next} f && /^    / {sub(/^ +/, ""); printf "%s%s", sep, $$0; sep = ", "; next} {f=0}' "$(TEST_LOG)"); \
+		failed+=("cargo test (exit $$status): $${targets:-see its output above}"); \
+	fi; \
+	$(MAKE) --no-print-directory sdk-test || failed+=("the Python tier (make sdk-test)"); \
+	if [ $${#failed[@]} -ne 0 ]; then \
+		echo "make test: $${#failed[@]} step(s) failed:"; \
+		printf '  - %s\n' "$${failed[@]}"; \
+		exit 1; \
+	fi; \
+	echo "make test: every tier passed (or printed why it skipped)"
 
-## sdk-test: the Python package (python/) in a virtualenv with openai==3.57.0 from PyPI: unit tests, then the SDK exercise on a real guest (SKIPs without Docker, the guest image or PyPI; SANDTOP_REQUIRE=docker makes that a failure)
+## sdk-test: the Python package (python/) in a virtualenv with openai==3.57.0 and mcp==2.3.0 from PyPI: unit tests, then the SDK exercise and `host-cli mcp` driven by the MCP Python SDK on a real guest (SKIPs without Docker, the guest image or PyPI; SANDTOP_REQUIRE=docker makes that a failure)
 SDK_VENV ?= $(SDK_TARGET)/sdk-venv
 SDK_TARGET ?= $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 .PHONY: sdk-test

@@ -33,8 +33,19 @@ OUT="${SANDTOP_VM_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/sandtop/vm-$QEMU_ARC
 log() { printf '[%4ds] %s\n' $((SECONDS - START)) "$*"; }
 die() { printf 'guest-vm/build.sh: error: %s\n' "$*" >&2; exit 1; }
 
+# What Debian packages provide is installed when missing, as
+# guest-image/build.sh installs mmdebstrap.
+missing=()
+for c in fakeroot mke2fs cpio depmod; do
+    command -v "$c" >/dev/null || missing+=("$c")
+done
+if ((${#missing[@]})); then
+    log "${missing[*]} missing; installing (scripts/install-deps.sh ${missing[*]})"
+    "$ROOT/scripts/install-deps.sh" "${missing[@]}" ||
+        die "${missing[*]} could not be installed (scripts/install-deps.sh's error above)"
+fi
 for c in docker fakeroot mke2fs cpio gzip apt-get dpkg-deb depmod; do
-    command -v "$c" >/dev/null || die "$c is missing (scripts/install-deps.sh installs it)"
+    command -v "$c" >/dev/null || die "$c is missing"
 done
 docker image inspect "$IMAGE" >/dev/null 2>&1 || die "no image $IMAGE (make guest-image)"
 image_hash="$(docker image inspect -f '{{ index .Config.Labels "sandtop.input-hash" }}' "$IMAGE")"

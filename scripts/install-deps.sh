@@ -27,6 +27,7 @@ declare -A need=(
   [fakeroot]=fakeroot
   [depmod]=kmod
   [cpio]=cpio
+  [mke2fs]=e2fsprogs
 )
 missing=()
 if [ $# -gt 0 ]; then

@@ -38,6 +38,8 @@ mod diag;
 mod files;
 #[path = "browser/pointer.rs"]
 mod pointer;
+#[path = "browser/policy.rs"]
+mod policy;
 #[path = "browser/scoped.rs"]
 mod scoped;
 #[path = "browser/script.rs"]
@@ -280,6 +282,7 @@ async fn pages() -> String {
         .route("/script", get(|| async { Html(script::PAGE) }))
         .route("/diag", get(|| async { Html(diag::PAGE) }))
         .route("/sign-in", get(|| async { Html(sign_in::PAGE) }))
+        .route("/sign-in-steal", get(|| async { Html(sign_in::STEAL) }))
         .route("/files", get(|| async { Html(files::PAGE) }))
         .route("/files-two", get(|| async { Html(files::TWO) }))
         .route("/files-link", get(|| async { Html(files::LINK) }))

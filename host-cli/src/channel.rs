@@ -375,6 +375,17 @@ impl Channel {
             .await
     }
 
+    /// [`Channel::browser_call`] with the host's requirements (the URL
+    /// policy the daemon checks in the document the call acts on).
+    pub async fn browser_request(
+        &mut self,
+        request: &sandtop_protocol::BrowserRequest,
+    ) -> Result<sandtop_protocol::BrowserReply, ChannelError> {
+        let body = serde_json::to_vec(request).map_err(|e| ChannelError::Http(e.to_string()))?;
+        self.exchange(Method::POST, paths::BROWSER_CALL, Some(body))
+            .await
+    }
+
     /// `POST /v1/actions`, validated. Sent at most once.
     pub async fn act(&mut self, request: &BatchRequest) -> Result<BatchResponse, ChannelError> {
         let body = serde_json::to_vec(request).map_err(|e| ChannelError::Http(e.to_string()))?;

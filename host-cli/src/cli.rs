@@ -1,7 +1,7 @@
 //! The command line: parsing (clap) and the subcommands' bodies. Errors
 //! carry context (`anyhow`); `main` maps them to exit codes.
 //!
-//! Size: ~695 lines, tests apart (`cli/tests.rs`): the clap definitions of
+//! Size: ~785 lines, tests apart (`cli/tests.rs`): the clap definitions of
 //! every subcommand (~225 lines) and the bodies of the small ones: `guest`
 //! (~255 lines with its helpers), `screenshot`, `act`; the large ones have
 //! modules of their own. If it grows, `guest` moves to `cli/guest.rs`.
@@ -10,6 +10,7 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
@@ -76,6 +77,11 @@ pub enum Command {
     /// each resulting screen with the recorded one; exit 0 when every
     /// step matched, 7 at the first divergence (its step and regions).
     Replay(crate::replay::ReplayArgs),
+    /// Serve guests to an MCP client (Claude Code, Claude Desktop, Codex
+    /// CLI, VS Code, Cursor) over stdio: start/stop/list guests, `computer`,
+    /// `screenshot`, `browser_<member>`; calls that type, press keys or
+    /// change a page run only after the person approves them.
+    Mcp(Box<crate::mcp::McpArgs>),
 }
 
 /// The whole program: parses the command line, sets up logging (stderr,
@@ -253,6 +259,26 @@ pub struct ScreenshotArgs {
     /// Output file (created 0600; an existing file is never overwritten).
     #[arg(short = 'o', long)]
     pub output: PathBuf,
+    /// Give up when the daemon has not answered within this long
+    /// (connecting included): exit 1 saying so, no file written. A
+    /// capture takes well under a second; the default leaves room for a
+    /// loaded host and a full-size PNG.
+    #[arg(long, default_value = SCREENSHOT_TIMEOUT, value_parser = timeout_parser())]
+    pub timeout: Duration,
+}
+
+/// `screenshot --timeout`'s default.
+pub const SCREENSHOT_TIMEOUT: &str = "30s";
+
+/// `act --timeout`'s default: the daemon ends any batch at its own
+/// deadline (`limits::REQUEST_DEADLINE_MS`, 30 s, however long its waits:
+/// 64 `wait` actions would be 192 s) and answers every request within
+/// 10 s more; the other 20 s are for connecting (a Docker exec) and the
+/// final screenshot's reply.
+pub const ACT_TIMEOUT: &str = "60s";
+
+fn timeout_parser() -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    crate::units::duration_between(Duration::from_millis(100), Duration::from_secs(3600))
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -281,6 +307,14 @@ pub struct ActArgs {
     /// Write the final screenshot here (created 0600, never overwritten).
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
+    /// Give up when the daemon has not answered within this long
+    /// (connecting included). The default is the daemon's own deadline
+    /// for a batch (30 s) and for any reply (10 s more), plus 20 s to
+    /// connect and carry the screenshot. On expiry: exit 1, and the
+    /// outcome is unknown (all, some or none of the actions may have run:
+    /// look before acting again).
+    #[arg(long, default_value = ACT_TIMEOUT, value_parser = timeout_parser())]
+    pub timeout: Duration,
     /// One action as JSON (e.g. '{"type":"click","button":"left","x":10,"y":20}')
     /// or an array of actions, Responses API shapes.
     pub actions: String,
@@ -315,6 +349,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(a) => crate::report::run(a),
         Command::View(a) => crate::view::view(a).await,
         Command::Replay(a) => crate::replay::replay(a).await,
+        Command::Mcp(a) => crate::mcp::serve(*a).await,
     }
 }
 
@@ -601,7 +636,7 @@ async fn screenshot(a: ScreenshotArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open()?;
     let (dir, rec) = guest::resolve_session(&store, a.session.session.as_deref()).await?;
     let _owner = crate::agent::cmd::hold_session(&dir, "host-cli screenshot")?;
-    let mut ch = guest::open_channel(&dir, &rec).await?;
+    let deadline = tokio::time::Instant::now() + a.timeout;
     let options = ScreenshotOptions {
         size: a.size,
         fit: Fit::Contain,
@@ -609,7 +644,18 @@ async fn screenshot(a: ScreenshotArgs) -> anyhow::Result<ExitCode> {
         format: a.format.into(),
         cursor: a.cursor,
     };
-    let shot = ch.screenshot(&options).await?;
+    let shot = tokio::time::timeout_at(deadline, async {
+        let mut ch = guest::open_channel(&dir, &rec).await?;
+        anyhow::Ok(ch.screenshot(&options).await?)
+    })
+    .await
+    .map_err(|_| {
+        anyhow::anyhow!(
+            "session {}: the daemon did not answer within {} (--timeout); no screenshot was written",
+            dir.name,
+            crate::units::show_duration(a.timeout)
+        )
+    })??;
     let bytes = check_screenshot(&shot.screenshot)?;
     write_new_file(&a.output, &bytes)?;
     crate::out!(
@@ -652,13 +698,44 @@ async fn act(a: ActArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open()?;
     let (dir, rec) = guest::resolve_session(&store, a.session.session.as_deref()).await?;
     let _owner = crate::agent::cmd::hold_session(&dir, "host-cli act")?;
-    let mut ch = guest::open_channel(&dir, &rec).await?;
+    let deadline = tokio::time::Instant::now() + a.timeout;
+    let waited = crate::units::show_duration(a.timeout);
+    // Nothing is sent before the channel is open: a deadline here is a
+    // known outcome (nothing ran).
+    let mut ch = tokio::time::timeout_at(deadline, guest::open_channel(&dir, &rec))
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "session {}: the daemon did not answer within {waited} (--timeout) while \
+                 connecting; no action was sent",
+                dir.name
+            )
+        })??;
     let screenshot = ScreenshotOptions {
         size: a.size,
         ..ScreenshotOptions::default()
     };
     let request = BatchRequest::new(actions, screenshot);
-    match ch.act(&request).await {
+    let Ok(reply) = tokio::time::timeout_at(deadline, ch.act(&request)).await else {
+        // The batch was sent: whether any of it ran is not known.
+        let why = format!(
+            "the daemon did not answer within {waited} (--timeout): the outcome is unknown \
+             (all, some or none of the {} actions may have run); look before acting again \
+             (host-cli screenshot)",
+            request.actions.len()
+        );
+        crate::out!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "ok": false,
+                "outcome": "unknown",
+                "error": {"code": "timeout", "message": why},
+            }))?
+        );
+        eprintln!("host-cli act: session {}: {why}", dir.name);
+        return Ok(ExitCode::FAILURE);
+    };
+    match reply {
         Ok(r) => {
             let shot = r
                 .screenshot

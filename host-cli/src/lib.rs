@@ -37,6 +37,7 @@ pub mod doctor;
 pub mod egress;
 pub mod guest;
 pub mod image_check;
+pub mod mcp;
 pub mod replay;
 pub mod report;
 pub mod secret;

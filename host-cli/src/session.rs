@@ -106,7 +106,8 @@ impl SessionDir {
     pub fn guest_path(&self) -> PathBuf {
         self.path.join("guest")
     }
-    /// `PID STARTTIME` of the host-cli that created the folder.
+    /// `PID STARTTIME PIDNS` of the host-cli that created the folder (the
+    /// PID namespace's inode; older folders have the first two only).
     pub fn owner_path(&self) -> PathBuf {
         self.path.join("owner")
     }
@@ -116,24 +117,40 @@ impl SessionDir {
     pub fn write_owner(&self) -> Result<()> {
         let me = std::process::id();
         let start = process_start_time(me).unwrap_or(0);
-        std::fs::write(self.owner_path(), format!("{me} {start}\n"))
+        let ns = pid_namespace().unwrap_or(0);
+        std::fs::write(self.owner_path(), format!("{me} {start} {ns}\n"))
             .map_err(io("writing", &self.owner_path()))
     }
 
     /// Whether the host-cli that created the folder still runs (same pid
     /// and the same start time, so a reused pid does not count).
     pub fn owner_alive(&self) -> bool {
+        self.owner_state() == Some(true)
+    }
+
+    /// [`SessionDir::owner_alive`], told apart from what this process
+    /// cannot know: `Some(true)` it runs; `Some(false)` it is gone (or no
+    /// owner is recorded); `None` when it was recorded in another PID
+    /// namespace than this process's, where its pid names nothing here
+    /// (issue 30 item 6: absence from here is not proof).
+    pub fn owner_state(&self) -> Option<bool> {
         let Ok(text) = std::fs::read_to_string(self.owner_path()) else {
-            return false;
+            return Some(false);
         };
         let mut it = text.split_whitespace();
         let (Some(Ok(pid)), Some(Ok(start))) = (
             it.next().map(str::parse::<u32>),
             it.next().map(str::parse::<u64>),
         ) else {
-            return false;
+            return Some(false);
         };
-        process_start_time(pid).is_some_and(|s| s == start)
+        if let Some(Ok(ns)) = it.next().map(str::parse::<u64>)
+            && ns != 0
+            && pid_namespace() != Some(ns)
+        {
+            return None;
+        }
+        Some(process_start_time(pid).is_some_and(|s| s == start))
     }
 
     /// Writes the record (atomically: temp file + rename).
@@ -297,6 +314,12 @@ impl Store {
     }
 }
 
+/// This process's PID namespace (the inode of `/proc/self/ns/pid`).
+pub fn pid_namespace() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino())
+}
+
 /// A process's start time (clock ticks since boot, field 22 of
 /// `/proc/PID/stat`), or `None` when it does not exist.
 pub fn process_start_time(pid: u32) -> Option<u64> {
@@ -406,5 +429,18 @@ mod tests {
         std::fs::write(d.owner_path(), "garbage").unwrap();
         assert!(!d.owner_alive());
         assert!(process_start_time(std::process::id()).is_some());
+        // Recorded in another PID namespace: a pid there proves nothing
+        // here, alive or not.
+        let ns = pid_namespace().unwrap();
+        std::fs::write(d.owner_path(), format!("1 1 {}\n", ns + 1)).unwrap();
+        assert_eq!(d.owner_state(), None);
+        assert!(!d.owner_alive());
+        // An older owner file (no namespace) is judged here as before.
+        d.write_owner().unwrap();
+        let text = std::fs::read_to_string(d.owner_path()).unwrap();
+        assert!(text.trim().ends_with(&ns.to_string()), "{text}");
+        let old: Vec<&str> = text.split_whitespace().take(2).collect();
+        std::fs::write(d.owner_path(), old.join(" ")).unwrap();
+        assert_eq!(d.owner_state(), Some(true));
     }
 }

@@ -5,7 +5,8 @@
 //!    (a symlink to this binary, given to host-cli as `SANDTOPD_BIN`), it
 //!    is a fake daemon: the real `sandtopd` router and desktop task over
 //!    the fake driver, on the session's socket. `SANDTOP_FAKE_SLOW_MS`
-//!    slows every input primitive down. On SIGTERM it drains and closes
+//!    slows every input primitive down; with `SANDTOP_FAKE_SILENT` set it
+//!    never answers an action batch or a screenshot (the rest answers). On SIGTERM it drains and closes
 //!    like the real one, then lingers `SANDTOP_FAKE_LINGER_MS` (where the
 //!    real one stops its display); it logs `fake: the desktop is busy`
 //!    when an input job starts. The local backend starts it, checks it,
@@ -109,7 +110,11 @@ fn fake_daemon(args: &[String]) -> ExitCode {
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
         let listener = bind_unix(&socket).await.unwrap();
         let lifecycle = Arc::clone(&api.lifecycle);
-        serve_draining(router(api), vec![listener], lifecycle, async move {
+        let mut app = router(api);
+        if std::env::var_os("SANDTOP_FAKE_SILENT").is_some() {
+            app = app.layer(axum::middleware::from_fn(silent));
+        }
+        serve_draining(app, vec![listener], lifecycle, async move {
             term.recv().await;
         })
         .await;
@@ -118,6 +123,20 @@ fn fake_daemon(args: &[String]) -> ExitCode {
         }
     });
     ExitCode::SUCCESS
+}
+
+/// `SANDTOP_FAKE_SILENT`: an action batch or a screenshot is read and
+/// never answered (a daemon that hangs).
+async fn silent(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use sandtop_protocol::paths;
+    if [paths::ACTIONS, paths::SCREENSHOT].contains(&req.uri().path()) {
+        eprintln!("fake: silent on {}", req.uri().path());
+        std::future::pending::<()>().await;
+    }
+    next.run(req).await
 }
 
 // ---------------------------------------------------------------------
@@ -159,6 +178,10 @@ fn main() -> ExitCode {
         (
             "guest_ls_names_a_local_sessions_screen_and_x_display",
             guest_ls_names_a_local_sessions_screen_and_x_display,
+        ),
+        (
+            "act_and_screenshot_give_up_on_a_silent_daemon_at_their_deadline",
+            act_and_screenshot_give_up_on_a_silent_daemon_at_their_deadline,
         ),
     ];
     let rest: Vec<&String> = args.iter().skip(1).collect();
@@ -787,4 +810,109 @@ fn guest_ls_names_a_local_sessions_screen_and_x_display(env: &Env) {
             .any(|l| l.starts_with("v1") && l.contains("640x400") && l.ends_with(FAKE_X_DISPLAY)),
         "{table}"
     );
+}
+
+// ---------------------------------------------------------------------
+// Issue 30, item 5: act and screenshot have a deadline
+// ---------------------------------------------------------------------
+
+/// Runs `c` to its end, or kills it and fails after `cap` (a command with
+/// no deadline of its own would hang the suite instead).
+fn output_within(mut c: Command, cap: Duration, what: &str) -> Out {
+    let mut child = c.spawn().unwrap();
+    let end = Instant::now() + cap;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} was still waiting after {cap:?}: it has no deadline");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Out(child.wait_with_output().unwrap())
+}
+
+fn act_and_screenshot_give_up_on_a_silent_daemon_at_their_deadline(env: &Env) {
+    // The deadlines are stated in --help, with their defaults.
+    let help = env.run(&["act", "--help"]);
+    assert!(
+        help.stdout().contains("--timeout <TIMEOUT>")
+            && help.stdout().contains("[default: 60s]")
+            && help.stdout().contains("outcome is unknown"),
+        "{help:?}"
+    );
+    let help = env.run(&["screenshot", "--help"]);
+    assert!(
+        help.stdout().contains("--timeout <TIMEOUT>") && help.stdout().contains("[default: 30s]"),
+        "{help:?}"
+    );
+    let mut start = env.cmd(&[
+        "guest",
+        "start",
+        "--backend",
+        "local",
+        "--screen",
+        "320x200",
+    ]);
+    start.env("SANDTOP_FAKE_SILENT", "1");
+    let start = env.output(start);
+    assert_eq!(start.code(), 0, "{start:?}");
+    let name = start.stdout().trim().to_string();
+    let cap = Duration::from_secs(30);
+
+    let act = output_within(
+        env.cmd(&[
+            "act",
+            "--session",
+            &name,
+            "--timeout",
+            "1s",
+            r#"{"type":"move","x":5,"y":5}"#,
+        ]),
+        cap,
+        "act",
+    );
+    assert_eq!(act.code(), 1, "{act:?}");
+    let summary = act.summary();
+    assert_eq!(summary["ok"], false, "{act:?}");
+    assert_eq!(summary["outcome"], "unknown", "{act:?}");
+    assert_eq!(summary["error"]["code"], "timeout", "{act:?}");
+    assert!(
+        act.stderr()
+            .contains("the daemon did not answer within 1s (--timeout): the outcome is unknown"),
+        "{act:?}"
+    );
+
+    let file = env.state.path().join("silent.png");
+    let shot = output_within(
+        env.cmd(&[
+            "screenshot",
+            "--session",
+            &name,
+            "--timeout",
+            "1s",
+            "-o",
+            file.to_str().unwrap(),
+        ]),
+        cap,
+        "screenshot",
+    );
+    assert_eq!(shot.code(), 1, "{shot:?}");
+    assert!(
+        shot.stderr()
+            .contains("the daemon did not answer within 1s (--timeout); no screenshot was written"),
+        "{shot:?}"
+    );
+    assert!(!file.exists());
+    // Both requests reached the daemon: the deadline, not a refusal, ended them.
+    let logs = env.run(&["guest", "logs", &name]);
+    assert!(
+        logs.stdout().contains("fake: silent on /v1/actions")
+            && logs.stdout().contains("fake: silent on /v1/screenshot"),
+        "{logs:?}"
+    );
+    // A timeout below the floor is refused with its range.
+    let bad = env.run(&["act", "--session", &name, "--timeout", "0s", "{}"]);
+    assert_eq!(bad.code(), 2, "{bad:?}");
+    assert!(bad.stderr().contains("between"), "{bad:?}");
 }

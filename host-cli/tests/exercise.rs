@@ -198,6 +198,14 @@ fn the_browser_exercise_fills_the_form_through_refs_and_refuses_outside_and_stal
         stdout.contains("ok   the demo app stored the submission"),
         "{stdout}"
     );
+    // The credentials file answered without a question, and the operator
+    // was told which origin got which fields (docs/security.md L14).
+    assert!(
+        stderr.contains("http://127.0.0.1:8080 received")
+            && stderr.contains("(password)")
+            && stderr.contains("--credentials file"),
+        "{stderr}"
+    );
     assert!(
         stdout.contains("ok   the run refused the outside navigation before any question"),
         "{stdout}"

@@ -28,6 +28,9 @@
 //!   the script's patience is 4 min per window (Firefox takes 30-40 s);
 //! - after `kill -9` of QEMU, `guest gc` leaves no process and no folder.
 //!
+//! A second case, without a boot: started by root, QEMU runs as the
+//! guest's uid (`qemu_started_by_root_runs_as_the_guest_uid`).
+//!
 //! Prerequisites: `qemu-system-<arch>` and the VM image (`make guest-vm`),
 //! else `SKIP qemu` (a failure when SANDTOP_REQUIRE lists qemu).
 
@@ -205,6 +208,141 @@ impl FakeInternet {
     fn seen(&self) -> Vec<(String, String)> {
         self.seen.lock().unwrap().clone()
     }
+}
+
+/// A process's Uid and Gid lines (real, effective, saved, filesystem),
+/// its supplementary groups and its CapEff.
+type Ids = (Vec<u32>, Vec<u32>, Vec<u32>, String);
+
+/// The ids of `pid` from `/proc/PID/status`.
+fn ids_of(pid: i64) -> Option<Ids> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let nums = |name: &str| {
+        field(name)
+            .split_whitespace()
+            .map(|n| n.parse().unwrap())
+            .collect::<Vec<u32>>()
+    };
+    Some((
+        nums("Uid:"),
+        nums("Gid:"),
+        nums("Groups:"),
+        field("CapEff:"),
+    ))
+}
+
+/// Issue 31 item 4: started by root, QEMU runs as the guest's uid and gid
+/// (with no other group and no capability); started by another user, as
+/// that user. The files it opened before its drop (the link socket, the
+/// console log, the pid file) stay the invoking user's, in the session
+/// folder only that user may enter. The drop comes before the guest
+/// runs, so no boot is needed: QEMU's ids are read while the guest boots,
+/// then the session is stopped.
+#[test]
+fn qemu_started_by_root_runs_as_the_guest_uid() {
+    use std::os::unix::fs::MetadataExt as _;
+    if !vm_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let name = "vmuid".to_string();
+    let _guard = Guard {
+        state: state.clone(),
+        name: name.clone(),
+    };
+    let me = rustix::process::geteuid().as_raw();
+    let want = if me == 0 {
+        (
+            host_cli::guest::ids::GUEST_UID,
+            host_cli::guest::ids::GUEST_GID,
+        )
+    } else {
+        (me, rustix::process::getegid().as_raw())
+    };
+    let log = tmp.path().join("start.log");
+    let out = std::fs::File::create(&log).unwrap();
+    let mut start = host_cli(&state)
+        .args(["guest", "start", "--backend", "qemu", "--name", &name])
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    let dir = state.join("sessions").join(&name);
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut seen: Option<Instant> = None;
+    let (pid, ids) = loop {
+        let pid = std::fs::read(dir.join("session.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|r| r["qemu"]["pid"].as_i64());
+        if let Some((pid, ids)) = pid.and_then(|p| Some((p, ids_of(p)?))) {
+            // QEMU drops right after its set-up, before the guest runs
+            // (as another user there is nothing to drop).
+            let since = *seen.get_or_insert_with(Instant::now);
+            if me != 0 || ids.0[1] != 0 || since.elapsed() > Duration::from_secs(30) {
+                break (pid, ids);
+            }
+        }
+        assert!(
+            start.try_wait().unwrap().is_none(),
+            "guest start ended before QEMU's ids could be read:\n{}",
+            said()
+        );
+        assert!(Instant::now() < deadline, "no QEMU seen:\n{}", said());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (uids, gids, groups, cap_eff) = ids;
+    eprintln!(
+        "QEMU (pid {pid}) as uid {uids:?}, gid {gids:?}, groups {groups:?}, CapEff {cap_eff}"
+    );
+    assert_eq!(uids, [want.0; 4], "QEMU's Uid line");
+    assert_eq!(gids, [want.1; 4], "QEMU's Gid line");
+    if me == 0 {
+        assert!(groups.iter().all(|g| *g == want.1), "groups {groups:?}");
+        assert_eq!(cap_eff, "0000000000000000");
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let ids = format!("{}:{}", want.0, want.1);
+        assert!(
+            cmdline.contains(&format!("-runas {ids}"))
+                || cmdline.contains(&format!("-run-with user={ids}")),
+            "{cmdline}"
+        );
+    }
+    let m = std::fs::metadata(&dir).unwrap();
+    assert_eq!(
+        (m.uid(), m.mode() & 0o777),
+        (me, 0o700),
+        "the session folder"
+    );
+    for f in ["link.sock", "console.log", "qemu.pid"] {
+        let m = std::fs::metadata(dir.join(f)).unwrap();
+        assert_eq!(m.uid(), me, "{f} is not the invoking user's");
+    }
+    let _ = start.kill();
+    let _ = start.wait();
+    ok(host_cli(&state).args(["guest", "stop", &name]));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ids_of(pid).is_some_and(|_| {
+        !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+    }) {
+        assert!(Instant::now() < deadline, "QEMU is left after guest stop");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!dir.exists(), "the session folder is left");
 }
 
 #[test]

@@ -488,3 +488,97 @@ fn a_screenshot_file_the_trajectory_points_outside_the_folder_is_not_read() {
     assert!(html.contains("is not a file of the run folder"), "{html}");
     assert!(html.contains("not finished"));
 }
+
+/// A 10x10 PNG of one colour.
+fn png_of(rgb: [u8; 3]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut e = png::Encoder::new(&mut out, 10, 10);
+    e.set_color(png::ColorType::Rgb);
+    e.set_depth(png::BitDepth::Eight);
+    let mut w = e.write_header().unwrap();
+    w.write_image_data(&rgb.repeat(100)).unwrap();
+    w.finish().unwrap();
+    out
+}
+
+/// A run folder whose one observation is `step-000.png`.
+fn run_with_one_screenshot(dir: &Path) {
+    let mut rec = Recorder::create(dir).unwrap();
+    rec.write(&Entry::RunStarted(Box::new(Started {
+        task: "t".into(),
+        session: "s".into(),
+        ..Started::default()
+    })))
+    .unwrap();
+    rec.write(&Entry::Observation {
+        step: 0,
+        call_id: None,
+        file: "step-000.png".into(),
+        scale_map: sandtop_protocol::ScaleMap::identity(Size::new(10, 10)),
+    })
+    .unwrap();
+    rec.write(&Entry::RequestInput {
+        step: 1,
+        items: vec![],
+        previous_response_id: None,
+        images: 1,
+        bytes: 10,
+    })
+    .unwrap();
+}
+
+// Issue 30, item 8: a run folder from elsewhere cannot pull in any image
+// the operator can read through a symbolic link.
+#[test]
+fn a_symlinked_screenshot_or_trajectory_in_a_run_folder_is_not_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The operator's own picture, outside the run folder.
+    let private = tmp.path().join("private.png");
+    std::fs::write(&private, png_of([200, 30, 40])).unwrap();
+    // Control: the same picture as the run folder's own file is shown.
+    let own = tmp.path().join("own");
+    run_with_one_screenshot(&own);
+    std::fs::copy(&private, own.join("step-000.png")).unwrap();
+    let html = report::render(&own, Journal::None).unwrap();
+    assert_eq!(html.matches("data:image/jpeg;base64,").count(), 1, "{html}");
+    // A link named like the screenshot: noted, not read.
+    let linked = tmp.path().join("linked");
+    run_with_one_screenshot(&linked);
+    std::os::unix::fs::symlink(&private, linked.join("step-000.png")).unwrap();
+    let html = report::render(&linked, Journal::None).unwrap();
+    assert!(!html.contains("data:image"), "{html}");
+    assert!(
+        html.contains(
+            "The screenshot could not be shown: step-000.png is a symbolic link: not read"
+        ),
+        "{html}"
+    );
+    // A diagnostics file that is a link: a warning, nothing of it read.
+    std::fs::write(tmp.path().join("diag.jsonl"), "{}\n").unwrap();
+    std::os::unix::fs::symlink(
+        tmp.path().join("diag.jsonl"),
+        linked.join("diagnostics.jsonl"),
+    )
+    .unwrap();
+    let html = report::render(&linked, Journal::None).unwrap();
+    assert!(
+        html.contains("diagnostics.jsonl is a symbolic link: not read"),
+        "{html}"
+    );
+    // A trajectory that is a link: no report at all, and it says why.
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(
+        own.join("trajectory.jsonl"),
+        elsewhere.join("trajectory.jsonl"),
+    )
+    .unwrap();
+    let e = format!(
+        "{:#}",
+        report::render(&elsewhere, Journal::None).unwrap_err()
+    );
+    assert!(
+        e.contains("trajectory.jsonl is a symbolic link: not read"),
+        "{e}"
+    );
+}

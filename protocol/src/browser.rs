@@ -22,6 +22,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod request;
+pub use request::{BrowserRequest, ExpectedTarget, MAX_POLICY_ORIGINS};
+
 /// The members a toolset offers by default, in the seed's order.
 pub const DEFAULT_MEMBERS: [&str; 18] = [
     "navigate",
@@ -298,6 +301,13 @@ pub enum BrowserCall {
     RemoveDownload {
         name: String,
     },
+    /// Host only (issue 30 item 4): the element `target` names in the
+    /// tab's current document now, as a read reports it (one element),
+    /// read again right before the operator is asked about a call on it.
+    DescribeTarget {
+        tab_id: Option<String>,
+        target: String,
+    },
 }
 
 impl BrowserCall {
@@ -334,6 +344,7 @@ impl BrowserCall {
             BrowserCall::SetFile { .. } => "set_file",
             BrowserCall::TakeDownload {} => "take_download",
             BrowserCall::RemoveDownload { .. } => "remove_download",
+            BrowserCall::DescribeTarget { .. } => "describe_target",
         }
     }
 
@@ -513,6 +524,7 @@ impl BrowserCall {
             | BrowserCall::SetChecked { target, .. }
             | BrowserCall::Hover { target, .. }
             | BrowserCall::ScrollTo { target, .. }
+            | BrowserCall::DescribeTarget { target, .. }
             | BrowserCall::SelectOption { target, .. } => out.push(("target", target.as_str())),
             BrowserCall::Type {
                 target: Some(t), ..
@@ -555,7 +567,8 @@ impl BrowserCall {
             | BrowserCall::SetChecked { tab_id, .. }
             | BrowserCall::SignInCheck { tab_id, .. }
             | BrowserCall::SignInFill { tab_id, .. }
-            | BrowserCall::SetFile { tab_id, .. } => tab_id.as_deref(),
+            | BrowserCall::SetFile { tab_id, .. }
+            | BrowserCall::DescribeTarget { tab_id, .. } => tab_id.as_deref(),
             BrowserCall::TakeDownload {} | BrowserCall::RemoveDownload { .. } => None,
             BrowserCall::NewTab { .. }
             | BrowserCall::SwitchTab { .. }

@@ -81,6 +81,11 @@ error_codes! {
     /// Browser: the element cannot take this action (covered by another
     /// element, not editable, not a select). Nothing was done.
     NotActionable = "not_actionable" => 409,
+    /// Browser: the document the call would act on is not of an origin of
+    /// the host's URL policy (a redirect or the page's own navigation took
+    /// the tab there), or a navigation ended outside it. Nothing was done
+    /// on that document.
+    OutOfPolicy = "out_of_policy" => 409,
     /// Browser: no open tab has this id.
     NoSuchTab = "no_such_tab" => 404,
     /// `/v1/files/read`: the guest has no such file.

@@ -41,7 +41,7 @@ pub use api::{
     Info, InfoReply, Limits, PROTOCOL_MAJOR, PROTOCOL_VERSION, Screenshot, ScreenshotOptions,
     ScreenshotResponse, Timings, check_protocol, paths,
 };
-pub use browser::{BrowserCall, BrowserOutcome, BrowserReply, BrowserState};
+pub use browser::{BrowserCall, BrowserOutcome, BrowserReply, BrowserRequest, BrowserState};
 pub use error::{ErrorBody, ErrorCode};
 pub use scale::{Fit, OutOfBounds, Rect, ScaleError, ScaleMap, Size};
 pub use strict::from_json_objects;

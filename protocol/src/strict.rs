@@ -5,7 +5,8 @@
 //! `deny_unknown_fields` does not prevent. The API is objects only, so
 //! requests are checked for shape first: arrays are allowed only as the
 //! values of the list fields (`actions`, `path`, `keys`, and the browser's
-//! `values` and `region`, sign-in's `fields`), holding objects (actions,
+//! `values` and `region`, sign-in's `fields`, the host's `url_policy`),
+//! holding objects (actions,
 //! points, sign-in fields), strings (key
 //! names, option values) or non-negative integers (a zoom region).
 
@@ -16,7 +17,7 @@ use serde_json::Value;
 fn list_field(key: &str) -> Option<fn(&Value) -> bool> {
     match key {
         "actions" | "path" | "fields" => Some(Value::is_object),
-        "keys" | "values" => Some(Value::is_string),
+        "keys" | "values" | "url_policy" => Some(Value::is_string),
         "region" => Some(Value::is_u64),
         _ => None,
     }

@@ -31,21 +31,57 @@ def skip(tier: str, reason: str) -> None:
     pytest.skip(f"SKIP {tier}: {reason}")
 
 
+# The workspace package of each binary the tests run.
+PACKAGES = {"host-cli": "host-cli", "mock-responses": "sandtop-testkit"}
+
+
+def target_dir() -> str:
+    return os.environ.get("CARGO_TARGET_DIR") or os.path.join(REPO, "target")
+
+
+_built: dict[str, Optional[str]] = {}
+
+
+def build(name: str) -> Optional[str]:
+    """``cargo build -p PACKAGE --bin NAME`` in this checkout, once per run
+    (a clean clone has no target/ yet); its path, or None (why printed)
+    when there is no checkout or cargo, or the build fails."""
+    if name in _built:
+        return _built[name]
+    path: Optional[str] = None
+    cargo = shutil.which("cargo")
+    if cargo is None or not os.path.exists(os.path.join(REPO, "Cargo.toml")):
+        print(f"{name}: not built, and no cargo or checkout here to build it", file=sys.stderr)
+    else:
+        argv = [cargo, "build", "--locked", "-p", PACKAGES[name], "--bin", name]
+        print(f"{name} is not built; building it: {' '.join(argv[1:])}", file=sys.stderr)
+        done = subprocess.run(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=sys.stderr)
+        p = os.path.join(target_dir(), "debug", name)
+        if done.returncode == 0 and os.access(p, os.X_OK):
+            path = p
+        else:
+            print(f"{name}: the build failed (exit {done.returncode}, its output above)", file=sys.stderr)
+    _built[name] = path
+    return path
+
+
 def binary(env: str, name: str) -> Optional[str]:
+    """The binary `name`: $ENV when set; else this checkout's build
+    (target/debug, target/release, or $CARGO_TARGET_DIR's), built with
+    cargo when absent; else one on PATH (an installed host-cli)."""
     path = os.environ.get(env)
     if path:
         return path if os.access(path, os.X_OK) else None
-    for d in ("target/debug", "target/release"):
-        p = os.path.join(REPO, d, name)
+    for d in (os.path.join(target_dir(), "debug"), os.path.join(target_dir(), "release")):
+        p = os.path.join(d, name)
         if os.access(p, os.X_OK):
             return p
-    return shutil.which(name)
+    return build(name) or shutil.which(name)
 
 
 def need_guest() -> tuple[str, str]:
-    """host-cli and mock-responses, with Docker and the guest image; else skip."""
-    host_cli = binary("SANDTOP_HOST_CLI", "host-cli")
-    mock = binary("SANDTOP_MOCK_RESPONSES", "mock-responses")
+    """host-cli and mock-responses (built when absent), with Docker and the
+    guest image; else skip."""
     if shutil.which("docker") is None:
         skip("docker", "docker is not installed")
     info = subprocess.run(["docker", "info"], capture_output=True, timeout=30)
@@ -54,8 +90,15 @@ def need_guest() -> tuple[str, str]:
     image = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, timeout=30)
     if image.returncode != 0:
         skip("docker", f"the guest image {IMAGE} is missing (make guest-image)")
+    host_cli = binary("SANDTOP_HOST_CLI", "host-cli")
+    mock = binary("SANDTOP_MOCK_RESPONSES", "mock-responses")
     if host_cli is None or mock is None:
-        skip("docker", "host-cli or mock-responses is not built (SANDTOP_HOST_CLI, SANDTOP_MOCK_RESPONSES)")
+        skip(
+            "docker",
+            "host-cli or mock-responses is missing and could not be built "
+            "(cargo build -p host-cli -p sandtop-testkit --bin host-cli --bin mock-responses; "
+            "or set SANDTOP_HOST_CLI, SANDTOP_MOCK_RESPONSES)",
+        )
     assert host_cli is not None and mock is not None
     return host_cli, mock
 

@@ -27,7 +27,11 @@ pytest.importorskip("openai")
 def mock() -> Iterator[Mock]:
     exe = binary("SANDTOP_MOCK_RESPONSES", "mock-responses")
     if exe is None:
-        skip("sdk", "mock-responses is not built (cargo build -p sandtop-testkit; SANDTOP_MOCK_RESPONSES)")
+        skip(
+            "sdk",
+            "mock-responses is missing and could not be built "
+            "(cargo build -p sandtop-testkit --bin mock-responses; or set SANDTOP_MOCK_RESPONSES)",
+        )
     assert exe is not None
     work = tempfile.mkdtemp(prefix="sdk-mock-")
     m = Mock(exe, os.path.join(work, "requests.jsonl"), "sk-mock-" + os.urandom(8).hex())

@@ -70,7 +70,7 @@ def cookie_name(port: int) -> str:
     return f"sandtop_view_{port}"
 
 
-def http_get(port: int, path: str, host: str | None = None, cookie: str | None = None) -> tuple[int, bytes]:
+def http_get(port: int, path: str, host: str | None = None, cookie: str | None = None, key: str | None = None) -> tuple[int, bytes]:
     import http.client
 
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -78,6 +78,8 @@ def http_get(port: int, path: str, host: str | None = None, cookie: str | None =
     c.putheader("Host", host or f"127.0.0.1:{port}")
     if cookie:
         c.putheader("Cookie", f"{cookie_name(port)}={cookie}")
+    if key:
+        c.putheader("Sandtop-Page-Key", key)
     c.endheaders()
     r = c.getresponse()
     body = r.read()
@@ -85,8 +87,10 @@ def http_get(port: int, path: str, host: str | None = None, cookie: str | None =
     return r.status, body
 
 
-def ws_upgrade(port: int, origin: str, cookie: str) -> int:
-    """A raw WebSocket handshake; returns the status code."""
+def ws_upgrade(port: int, origin: str, cookie: str, key: str | None = None) -> int:
+    """A raw WebSocket handshake (with the page key when given, as the
+    page sends it); returns the status code."""
+    protocols = f"Sec-WebSocket-Protocol: sandtop-view, sandtop-key.{key}\r\n" if key else ""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(
             (
@@ -94,7 +98,7 @@ def ws_upgrade(port: int, origin: str, cookie: str) -> int:
                 f"Host: 127.0.0.1:{port}\r\n"
                 "Upgrade: websocket\r\nConnection: Upgrade\r\n"
                 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-                f"Origin: {origin}\r\nCookie: {cookie_name(port)}={cookie}\r\n\r\n"
+                f"Origin: {origin}\r\nCookie: {cookie_name(port)}={cookie}\r\n{protocols}\r\n"
             ).encode()
         )
         head = s.recv(1024).decode("latin-1")
@@ -152,6 +156,13 @@ class World:
 
     def js(self, script: str, *args: Any) -> Any:
         return self.driver.execute_script(script, *args)
+
+    def key(self) -> str:
+        """The page key of the view open in the current tab (the tab's
+        sessionStorage: only the view's own page can read it)."""
+        k = wait_until("the page key", lambda: self.js("return sessionStorage.getItem('sandtop-page-key')"))
+        assert re.fullmatch(r"[0-9a-f]{64}", k), k
+        return str(k)
 
     def cookie(self, port: int | None = None) -> str:
         c = self.driver.get_cookie(cookie_name(port or self.port))
@@ -262,11 +273,14 @@ def test_the_view_refuses_requests_without_its_token_a_foreign_host_and_a_foreig
     # With the cookie and its own Host, the page.
     status, body = http_get(port, "/", cookie=cookie)
     assert status == 200 and b"<canvas" in body
-    # A WebSocket only from the view's own origin.
-    assert ws_upgrade(port, "http://evil.test", cookie) == 403
-    assert ws_upgrade(port, f"http://127.0.0.1:{port}.evil.test", cookie) == 403
-    assert ws_upgrade(port, f"http://127.0.0.1:{port}", "f" * 64) == 401
-    assert ws_upgrade(port, f"http://127.0.0.1:{port}", cookie) == 101
+    # A WebSocket only from the view's own origin, with its page key.
+    key = world.key()
+    assert ws_upgrade(port, "http://evil.test", cookie, key) == 403
+    assert ws_upgrade(port, f"http://127.0.0.1:{port}.evil.test", cookie, key) == 403
+    assert ws_upgrade(port, f"http://127.0.0.1:{port}", "f" * 64, key) == 401
+    # The cookie alone (it reaches every port of 127.0.0.1) is refused.
+    assert ws_upgrade(port, f"http://127.0.0.1:{port}", cookie) == 403
+    assert ws_upgrade(port, f"http://127.0.0.1:{port}", cookie, key) == 101
 
 
 def test_frames_arrive_and_show_what_a_daemon_screenshot_shows(world: World) -> None:
@@ -292,9 +306,12 @@ def test_frames_arrive_and_show_what_a_daemon_screenshot_shows(world: World) -> 
 
 
 def test_the_snapshot_is_a_full_resolution_png_of_the_screen(world: World) -> None:
-    # Not without the cookie.
+    # Not without the cookie, nor with the cookie alone.
     status, _ = http_get(world.port, "/snapshot.png")
     assert status == 401
+    status, _ = http_get(world.port, "/snapshot.png", cookie=world.cookie())
+    assert status == 403
+    key = world.key()
 
     passes = [0]
 
@@ -302,7 +319,7 @@ def test_the_snapshot_is_a_full_resolution_png_of_the_screen(world: World) -> No
         """The snapshot against a daemon screenshot taken right after it
         (the snapshot has the pointer drawn in; a screenshot may not)."""
         passes[0] += 1
-        status, body = http_get(world.port, "/snapshot.png", cookie=world.cookie())
+        status, body = http_get(world.port, "/snapshot.png", cookie=world.cookie(), key=key)
         assert status == 200, body[:200]
         w, h, rgb = decode_png(body)
         assert (w, h) == (1280, 800)
@@ -327,7 +344,7 @@ def test_the_snapshot_is_a_full_resolution_png_of_the_screen(world: World) -> No
         time.sleep(0.5)
 
 
-def ws_commands(port: int, cookie: str, commands: list[dict[str, Any]], within: float = 10.0) -> list[dict[str, Any]]:
+def ws_commands(port: int, cookie: str, key: str, commands: list[dict[str, Any]], within: float = 10.0) -> list[dict[str, Any]]:
     """Sends commands over the view's WebSocket (websocket-client, which
     Selenium brings) and returns the text events that came back while it
     waited for one refusal per command (or `within` seconds)."""
@@ -337,6 +354,7 @@ def ws_commands(port: int, cookie: str, commands: list[dict[str, Any]], within: 
         f"ws://127.0.0.1:{port}/ws",
         origin=f"http://127.0.0.1:{port}",
         cookie=f"{cookie_name(port)}={cookie}",
+        subprotocols=["sandtop-view", f"sandtop-key.{key}"],
         timeout=2,
     )
     events: list[dict[str, Any]] = []
@@ -380,6 +398,7 @@ def test_a_view_only_link_shows_no_controls_and_its_commands_change_nothing(worl
         assert not driver.find_element(By.ID, "controls").is_displayed()
         assert driver.find_element(By.ID, "take").get_attribute("disabled") is not None
         cookie = world.cookie(port)
+        key = world.key()
         # The full view, in the first tab, still has its own session.
         status, _ = http_get(world.port, "/", cookie=world.cookie())
         assert status == 200
@@ -389,6 +408,7 @@ def test_a_view_only_link_shows_no_controls_and_its_commands_change_nothing(worl
         events = ws_commands(
             port,
             cookie,
+            key,
             [
                 {"type": "take"},
                 {"type": "act", "actions": [{"type": "type", "text": f"touch {marker}\n"}]},

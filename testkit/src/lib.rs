@@ -8,7 +8,8 @@
 //! ([`recorder`]), a program that opens a window on a shortcut
 //! ([`opener`]), what a record of input events leaves pressed
 //! ([`held`]), hand-built TLS ClientHellos for the egress proxy's tests
-//! ([`tls`]), the skip policy ([`skip`]), host-cli started without a
+//! ([`tls`]), the skip policy ([`skip`]), build-folder programs run as
+//! another uid ([`other_uid`]), host-cli started without a
 //! controlling terminal ([`command`]), and the typing corpus the tiers
 //! type ([`corpus`]).
 //! What it is not: a place for production code; nothing here ships.
@@ -19,6 +20,7 @@ pub mod held;
 pub mod mock_responses;
 pub mod openapi;
 pub mod opener;
+pub mod other_uid;
 pub mod recorder;
 pub mod skip;
 pub mod tls;

@@ -72,6 +72,7 @@ mod desktop;
 use boundary::{
     gc_removes_only_what_its_own_user_left, other_host_users_cannot_reach_a_guest,
     the_guest_folder_is_capped_noexec_and_anonymous,
+    the_other_uid_cases_pass_from_a_checkout_in_a_private_folder,
 };
 use desktop::the_desktop_shows_a_panel_whose_launchers_open_apps;
 use sandtop_testkit::corpus::TYPING as CORPUS;
@@ -109,6 +110,7 @@ fn main() -> ExitCode {
             other_host_users_cannot_reach_a_guest,
             the_guest_folder_is_capped_noexec_and_anonymous,
             gc_removes_only_what_its_own_user_left,
+            the_other_uid_cases_pass_from_a_checkout_in_a_private_folder,
             the_desktop_shows_a_panel_whose_launchers_open_apps,
         ],
     }

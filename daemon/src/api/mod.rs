@@ -444,11 +444,12 @@ async fn browser_call(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let call: sandtop_protocol::BrowserCall = parse_json(&headers, &body, None)?;
-    call.check()
+    let request: sandtop_protocol::BrowserRequest = parse_json(&headers, &body, None)?;
+    request
+        .check()
         .map_err(|m| ApiError(ErrorBody::new(ErrorCode::InvalidAction, m)))?;
     let browser = Arc::clone(&state.browser);
-    let reply = browser_job(&state, browser.call_released(call)).await?;
+    let reply = browser_job(&state, browser.call_released(request)).await?;
     json_bytes(serde_json::to_vec(&reply))
 }
 

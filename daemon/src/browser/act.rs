@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::bidi::Bidi;
 use super::bidi_error;
 use super::context::{COMMAND_WAIT, agent};
+use super::policy::Policy;
 
 /// Resolves `target` in the tab's current document for `need` (pointer,
 /// editable, scroll) and returns its viewport point.
@@ -17,10 +18,23 @@ pub(super) async fn locate(
     target: &str,
     need: &str,
 ) -> Result<(i64, i64), ErrorBody> {
+    locate_in(bidi, context, target, need, Policy::NONE).await
+}
+
+/// [`locate`], in the same evaluation checking the target's document (and
+/// the frames' up to the top one) against the host's URL policy.
+pub(super) async fn locate_in(
+    bidi: &Bidi,
+    context: &str,
+    target: &str,
+    need: &str,
+    policy: Policy<'_>,
+) -> Result<(i64, i64), ErrorBody> {
     let v = agent(
         bidi,
         context,
-        json!({"op": "locate", "ref": target, "need": need}),
+        json!({"op": "locate", "ref": target, "need": need,
+               "policy": policy.value(), "expect": policy.expect_value()}),
     )
     .await?;
     element_error(&v)?;
@@ -34,6 +48,11 @@ pub(super) fn element_error(v: &Value) -> Result<(), ErrorBody> {
             ErrorCode::StaleTarget,
             "the ref names no attached, visible element of this tab's current document; read the page again",
         )),
+        Some("wrong_origin") => Err(ErrorBody::new(
+            ErrorCode::InvalidAction,
+            "the tab's document (or the element's) was not loaded from the credential origin",
+        )),
+        Some("out_of_policy") => Err(super::policy::out_of_policy()),
         Some(_) => {
             let why = match v.get("why").and_then(Value::as_str) {
                 Some("disabled") => "the element is disabled",
@@ -43,6 +62,7 @@ pub(super) fn element_error(v: &Value) -> Result<(), ErrorBody> {
                 }
                 Some("covered by another element") => "another element covers it",
                 Some("did not take focus") => "it did not take the focus",
+                Some("lost the focus") => "the target lost the focus before the keys reached it",
                 Some("one value for a single select") => "a single select takes one value",
                 Some("no such option") => "a value names no enabled option",
                 Some("scope ref") => "a scope ref only chooses the root of a scoped read",

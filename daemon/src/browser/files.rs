@@ -18,6 +18,12 @@
 //!
 //! The guest's names and bytes are data: names are checked with
 //! [`wire::check_file_name`], files opened without following symlinks.
+//!
+//! With the host's URL policy (issue 30), `set_file` finds the input only
+//! in a top document whose origin is in the policy, in that same
+//! evaluation (the element it returns then binds `input.setFiles` to that
+//! document), and `take_download` needs the active tab's document in the
+//! policy (`out_of_policy` otherwise, nothing transferred).
 
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
@@ -32,6 +38,7 @@ use serde_json::{Value, json};
 use super::bidi::Bidi;
 use super::bidi_error;
 use super::context::{COMMAND_WAIT, target_tab};
+use super::policy::{Policy, Scope, out_of_policy};
 
 /// The profile's download folder (Firefox's `browser.download.dir`).
 pub const DOWNLOADS: &str = "downloads";
@@ -72,14 +79,31 @@ pub(super) async fn run(
     bidi: &Bidi,
     profile: &Path,
     call: &BrowserCall,
+    policy: Policy<'_>,
 ) -> Result<BrowserOutcome, ErrorBody> {
     match call {
         BrowserCall::SetFile {
             tab_id,
             name,
             content_base64,
-        } => set_file(bidi, profile, tab_id.as_deref(), name, content_base64).await,
-        BrowserCall::TakeDownload {} => take_download(&profile.join(DOWNLOADS)),
+        } => {
+            set_file(
+                bidi,
+                profile,
+                tab_id.as_deref(),
+                name,
+                content_base64,
+                policy,
+            )
+            .await
+        }
+        BrowserCall::TakeDownload {} => {
+            if policy.active() {
+                let ctx = target_tab(bidi, None).await?;
+                policy.check(bidi, &ctx, Scope::Top).await?;
+            }
+            take_download(&profile.join(DOWNLOADS))
+        }
         BrowserCall::RemoveDownload { name } => {
             remove_download(&profile.join(DOWNLOADS), name)?;
             Ok(BrowserOutcome::Done)
@@ -89,20 +113,23 @@ pub(super) async fn run(
 }
 
 /// The page script that picks the file input: the focused one, else the
-/// only enabled one; otherwise the number of candidates.
-const FIND_INPUT: &str = r#"(() => {
+/// only enabled one; otherwise the number of candidates; `"out_of_policy"`
+/// when a policy is given and the document's origin is not in it.
+const FIND_INPUT: &str = r#"((policy) => {
+  const w = document.defaultView;
+  if (policy && !(w && w.document === document && policy.includes(String(w.origin)))) return "out_of_policy";
   const ok = (e) => e && e.localName === "input" && (e.type || "").toLowerCase() === "file" && !e.disabled;
   if (ok(document.activeElement)) return document.activeElement;
   const all = [...document.querySelectorAll("input")].filter(ok);
   return all.length === 1 ? all[0] : all.length;
-})()"#;
+})"#;
 
-async fn file_input(bidi: &Bidi, ctx: &str) -> Result<Value, ErrorBody> {
+async fn file_input(bidi: &Bidi, ctx: &str, policy: Policy<'_>) -> Result<Value, ErrorBody> {
     let r = bidi
         .command(
             "script.evaluate",
             json!({
-                "expression": FIND_INPUT,
+                "expression": format!("({FIND_INPUT})({})", policy.value()),
                 "target": {"context": ctx, "sandbox": "sandtop"},
                 "awaitPromise": false,
                 "resultOwnership": "none",
@@ -121,6 +148,7 @@ async fn file_input(bidi: &Bidi, ctx: &str) -> Result<Value, ErrorBody> {
     let result = &r["result"];
     match (result["type"].as_str(), result["sharedId"].as_str()) {
         (Some("node"), Some(id)) => Ok(json!({"sharedId": id})),
+        (Some("string"), _) => Err(out_of_policy()),
         _ => Err(ErrorBody::new(
             ErrorCode::NotActionable,
             format!(
@@ -172,6 +200,7 @@ async fn set_file(
     tab_id: Option<&str>,
     name: &str,
     content_base64: &str,
+    policy: Policy<'_>,
 ) -> Result<BrowserOutcome, ErrorBody> {
     wire::check_file_name(name)
         .map_err(|e| ErrorBody::new(ErrorCode::InvalidAction, format!("`name`: {e}")))?;
@@ -186,7 +215,7 @@ async fn set_file(
     }
     let ctx = target_tab(bidi, tab_id).await?;
     // The input first: nothing is written when there is none to take it.
-    let element = file_input(bidi, &ctx).await?;
+    let element = file_input(bidi, &ctx, policy).await?;
     let path = write_upload(profile, name, &bytes)?;
     let r = bidi
         .command(

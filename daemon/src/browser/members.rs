@@ -18,23 +18,26 @@ use sandtop_protocol::browser::{
 use sandtop_protocol::{BrowserCall, ErrorBody, ErrorCode};
 use serde_json::{Value, json};
 
-use super::act::{element_error, locate, perform, viewport};
+use super::act::{element_error, locate_in, perform, viewport};
 use super::bidi::Bidi;
 use super::bidi_error;
 use super::context::{COMMAND_WAIT, NAVIGATE_WAIT, activate, agent, contexts, target_tab};
 use super::keys::{key_values, typed_keys};
+use super::policy::{Policy, Scope};
 
 /// Shows the tab, resolves `target` for pointer input (attached, visible,
-/// not covered), moves the mouse to it, then performs `then` there.
+/// not covered, its document in the policy), moves the mouse to it, then
+/// performs `then` there.
 async fn pointer_at(
     bidi: &Bidi,
     tab_id: Option<&str>,
     target: &str,
     then: &[Value],
+    policy: Policy<'_>,
 ) -> Result<(), ErrorBody> {
     let ctx = target_tab(bidi, tab_id).await?;
     activate(bidi, &ctx).await?;
-    let (x, y) = locate(bidi, &ctx, target, "pointer").await?;
+    let (x, y) = locate_in(bidi, &ctx, target, "pointer", policy).await?;
     let mut steps = vec![json!({"type": "pointerMove", "x": x, "y": y, "origin": "viewport"})];
     steps.extend_from_slice(then);
     perform(
@@ -208,13 +211,19 @@ async fn run_script(
     })
 }
 
-/// Carries out one call.
-pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, ErrorBody> {
+/// Carries out one call; a state-changing member only on documents of
+/// the host's URL policy (see `policy`).
+pub async fn run(
+    bidi: &Bidi,
+    call: &BrowserCall,
+    policy: Policy<'_>,
+) -> Result<BrowserOutcome, ErrorBody> {
     match call {
         BrowserCall::Navigate { tab_id, url } => {
             check_url(url)?;
             let ctx = target_tab(bidi, tab_id.as_deref()).await?;
             navigate(bidi, &ctx, url).await?;
+            policy.check_landed(bidi, &ctx).await?;
             Ok(BrowserOutcome::Done)
         }
         BrowserCall::ReadPage { tab_id, filter } => {
@@ -287,6 +296,7 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
             timeout_ms,
         } => {
             let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            policy.check(bidi, &ctx, Scope::Top).await?;
             run_script(bidi, &ctx, source, *timeout_ms).await
         }
         BrowserCall::GetPageText { tab_id } => {
@@ -318,12 +328,13 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
                     json!({"type": "pointerDown", "button": 0}),
                     json!({"type": "pointerUp", "button": 0}),
                 ],
+                policy,
             )
             .await?;
             Ok(BrowserOutcome::Done)
         }
         BrowserCall::Hover { tab_id, target } => {
-            pointer_at(bidi, tab_id.as_deref(), target, &[]).await?;
+            pointer_at(bidi, tab_id.as_deref(), target, &[], policy).await?;
             Ok(BrowserOutcome::Done)
         }
         BrowserCall::ScrollTo { tab_id, target } => {
@@ -331,7 +342,8 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
             let v = agent(
                 bidi,
                 &ctx,
-                json!({"op": "locate", "ref": target, "need": "scroll"}),
+                json!({"op": "locate", "ref": target, "need": "scroll",
+                       "policy": policy.value(), "expect": policy.expect_value()}),
             )
             .await?;
             element_error(&v)?;
@@ -346,10 +358,16 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
             activate(bidi, &ctx).await?;
             if let Some(target) = target {
                 // Focus the field and select its content: typing replaces it.
-                locate(bidi, &ctx, target, "editable").await?;
+                locate_in(bidi, &ctx, target, "editable", policy).await?;
             }
             let steps = typed_keys(text);
-            for chunk in steps.chunks(2_000) {
+            for (i, chunk) in steps.chunks(2_000).enumerate() {
+                // Each chunk goes only where the policy allows: into the
+                // target, still focused (the first right after `locate`).
+                if i > 0 || target.is_none() {
+                    let scope = target.as_deref().map_or(Scope::Focus, Scope::Target);
+                    policy.check(bidi, &ctx, scope).await?;
+                }
                 perform(
                     bidi,
                     &ctx,
@@ -363,6 +381,7 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
             let values = key_values(keys)?;
             let ctx = target_tab(bidi, tab_id.as_deref()).await?;
             activate(bidi, &ctx).await?;
+            policy.check(bidi, &ctx, Scope::Focus).await?;
             let mut steps: Vec<Value> = values
                 .iter()
                 .map(|v| json!({"type": "keyDown", "value": v}))
@@ -397,6 +416,9 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
                 ScrollDirection::Left => (-a, 0),
                 ScrollDirection::Right => (a, 0),
             };
+            policy
+                .check(bidi, &ctx, Scope::Points(&[[w / 2, h / 2]]))
+                .await?;
             perform(
                 bidi,
                 &ctx,
@@ -419,7 +441,8 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
             let v = agent(
                 bidi,
                 &ctx,
-                json!({"op": "select", "ref": target, "values": values}),
+                json!({"op": "select", "ref": target, "values": values,
+                       "policy": policy.value(), "expect": policy.expect_value()}),
             )
             .await?;
             element_error(&v)?;
@@ -468,6 +491,7 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
             activate(bidi, &ctx).await?;
             if let Some(u) = url {
                 navigate(bidi, &ctx, u).await?;
+                policy.check_landed(bidi, &ctx).await?;
             }
             Ok(BrowserOutcome::Done)
         }
@@ -524,11 +548,17 @@ pub async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, Erro
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
+        BrowserCall::DescribeTarget { tab_id, target } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            let v = agent(bidi, &ctx, json!({"op": "describe", "ref": target})).await?;
+            element_error(&v)?;
+            Ok(BrowserOutcome::Read(read_report(v)?))
+        }
         BrowserCall::ClickAt { .. }
         | BrowserCall::DragPath { .. }
         | BrowserCall::HoverAt { .. }
         | BrowserCall::HoldKeys { .. }
-        | BrowserCall::SetChecked { .. } => super::pointer::run(bidi, call).await,
+        | BrowserCall::SetChecked { .. } => super::pointer::run(bidi, call, policy).await,
         BrowserCall::SignInCheck { .. } | BrowserCall::SignInFill { .. } => {
             super::sign_in::run(bidi, call).await
         }

@@ -10,7 +10,8 @@
 //! - [`bidi`] is the WebSocket client; `page.js` is the agent evaluated in
 //!   a BiDi sandbox realm of each document (reads, refs, element geometry),
 //!   run by `context` (which also lists the tabs); `members` carries out
-//!   each member with them; `keys` maps key names.
+//!   each member with them; `keys` maps key names; `policy` checks the
+//!   host's URL policy in the document a call acts on.
 //! - [`BrowserService`] starts the browser on first use, restarts it when
 //!   it died, and runs one call at a time (the API also holds the input
 //!   gate, so a browser call and a computer action never interleave).
@@ -25,12 +26,13 @@ mod files;
 mod keys;
 mod members;
 mod pointer;
+mod policy;
 mod sign_in;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use sandtop_protocol::{BrowserCall, BrowserReply, ErrorBody, ErrorCode};
+use sandtop_protocol::{BrowserCall, BrowserReply, BrowserRequest, ErrorBody, ErrorCode};
 
 use bidi::{Bidi, BidiError};
 
@@ -222,6 +224,11 @@ pub type BackendFuture<'a, T> =
 /// reports the tabs, as the real driver does.
 pub trait Backend: Send + Sync + std::fmt::Debug {
     fn call<'a>(&'a self, call: &'a BrowserCall) -> BackendFuture<'a, BrowserReply>;
+    /// A call with the host's requirements (its URL policy); a backend
+    /// that checks none carries out the call alone.
+    fn request<'a>(&'a self, request: &'a BrowserRequest) -> BackendFuture<'a, BrowserReply> {
+        self.call(&request.call)
+    }
     fn state(&self) -> BackendFuture<'_, sandtop_protocol::BrowserState>;
 }
 
@@ -264,12 +271,18 @@ impl BrowserService {
 
     /// Carries out one call and reads the state after it (also after a
     /// failed call: the error then carries no state, and the host reads it
-    /// with [`BrowserService::state`]).
-    /// The call's arguments were checked by the API (`BrowserCall::check`).
-    pub async fn call(&self, call: &BrowserCall) -> Result<BrowserReply, ErrorBody> {
+    /// with [`BrowserService::state`]); a state-changing member only on
+    /// documents of the request's URL policy, when it has one.
+    /// The call's arguments were checked by the API (`BrowserRequest::check`).
+    pub async fn call(&self, request: &BrowserRequest) -> Result<BrowserReply, ErrorBody> {
         if let Some(b) = &self.backend {
-            return b.call(call).await;
+            return b.request(request).await;
         }
+        let call = &request.call;
+        let policy = policy::Policy {
+            origins: request.url_policy.as_deref(),
+            expect: request.expect.as_ref(),
+        };
         let started = Instant::now();
         let mut guard = self.ready().await?;
         let browser = guard.as_mut().ok_or_else(internal)?;
@@ -283,9 +296,9 @@ impl BrowserService {
             BrowserCall::SetFile { .. }
             | BrowserCall::TakeDownload {}
             | BrowserCall::RemoveDownload { .. } => {
-                files::run(&browser.bidi, &browser.profile.0, call).await
+                files::run(&browser.bidi, &browser.profile.0, call, policy).await
             }
-            _ => members::run(&browser.bidi, call).await,
+            _ => members::run(&browser.bidi, call, policy).await,
         };
         let outcome = match outcome {
             Err(e) if e.code == ErrorCode::BrowserUnavailable => {
@@ -308,10 +321,10 @@ impl BrowserService {
     /// and in any case before the next call runs on the browser.
     pub async fn call_released(
         self: std::sync::Arc<Self>,
-        call: BrowserCall,
+        request: BrowserRequest,
     ) -> Result<BrowserReply, ErrorBody> {
         let mut guard = ReleaseOnDrop(Some(std::sync::Arc::clone(&self)));
-        let r = self.call(&call).await;
+        let r = self.call(&request).await;
         guard.0 = None;
         r
     }

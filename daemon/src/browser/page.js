@@ -11,6 +11,12 @@
 // navigation, another tab — has another registry, so an old ref is stale
 // there) and <n> a counter. An element keeps its ref while it lives; the
 // registry holds elements weakly.
+//
+// Size: ~700 lines, one function by necessity (the daemon evaluates this
+// source whole, in one realm, per call): the read walk, the ref registry,
+// the actions' element side and the URL policy and target checks (issue
+// 30), which must run in the same evaluation as the element lookups they
+// guard.
 (function (request) {
   "use strict";
   const L = request.limits;
@@ -440,12 +446,128 @@
     return { text, elements, omitted: Array.from(omitted), scopes };
   }
 
+  // --- the host's URL policy (issue 30) ----------------------------------------
+  // request.policy: null (no policy), or the exact origins a document may
+  // have for the call to act on it. A document's origin is read from its
+  // window through this realm's Xray view, which the page cannot redefine.
+  // A document passes when it is the active document of its frame, has an
+  // allowed origin, and so does every frame's document up to this realm's
+  // own (the tab's current top document). A frame the agent cannot look
+  // into (cross-origin) has no provable origin: it never passes.
+  const policy = Array.isArray(request.policy) ? request.policy : null;
+  const OUT = { error: "out_of_policy" };
+  function docOrigin(d) {
+    const w = d && d.defaultView;
+    if (!w || w.document !== d) return null;
+    return String(w.origin);
+  }
+  function policyError(d) {
+    if (!policy) return null;
+    for (let cur = d, n = 0; ; n++) {
+      const o = docOrigin(cur);
+      if (o === null) return { error: "stale_target" };
+      if (!policy.includes(o)) return OUT;
+      if (cur === doc) return null;
+      const fe = n < 8 ? cur.defaultView.frameElement : null;
+      if (!fe) return OUT;
+      cur = fe.ownerDocument;
+    }
+  }
+  // The innermost element holding the keyboard focus and its document
+  // (through same-origin frames and open shadow roots), or null when a
+  // frame the agent cannot look into holds it.
+  function focused() {
+    let d = doc, a = doc.activeElement;
+    for (let n = 0; n < 16 && a; n++) {
+      if (a.shadowRoot && a.shadowRoot.activeElement) { a = a.shadowRoot.activeElement; continue; }
+      if (a.localName !== "iframe" && a.localName !== "frame") break;
+      let inner = null;
+      try { inner = a.contentDocument; } catch (_) { inner = null; }
+      if (!inner) return null;
+      d = inner; a = inner.activeElement;
+    }
+    return { doc: d, el: a };
+  }
+  // The document under a viewport point, through same-origin frames; null
+  // when a frame the agent cannot look into is there.
+  function docAt(x, y) {
+    let d = doc;
+    for (let n = 0; n < 8; n++) {
+      const hit = d.elementFromPoint(x, y);
+      if (!hit || (hit.localName !== "iframe" && hit.localName !== "frame")) return d;
+      let inner = null;
+      try { inner = hit.contentDocument; } catch (_) { inner = null; }
+      if (!inner) return null;
+      const r = hit.getBoundingClientRect();
+      x -= r.left + hit.clientLeft; y -= r.top + hit.clientTop;
+      d = inner;
+    }
+    return null;
+  }
+  // The "policy" op: the top document, and the documents of the target
+  // (which must hold the focus), of the focus, or under the points.
+  function policyCheck() {
+    const top = policyError(doc);
+    if (top) return top;
+    if (typeof request.ref === "string") {
+      if (isScopeRef(request.ref)) return SCOPE_REFUSED;
+      const el = resolve(request.ref);
+      if (!el) return { error: "stale_target" };
+      const e = policyError(el.ownerDocument);
+      if (e) return e;
+      const f = focused();
+      if (!f || !f.el || !(f.el === el || el.contains(f.el))) return { error: "not_actionable", why: "lost the focus" };
+      return { ok: true };
+    }
+    if (request.focus) {
+      const f = focused();
+      if (!f) return OUT;
+      return policyError(f.doc) || { ok: true };
+    }
+    for (const p of request.points || []) {
+      const d = docAt(p[0], p[1]);
+      if (!d) return OUT;
+      const e = policyError(d);
+      if (e) return e;
+    }
+    return { ok: true };
+  }
+
+  // --- the target as approved (issue 30 item 4) --------------------------------
+  // request.expect: null, or the role and label the operator was shown.
+  // A target that no longer has both is refused as stale.
+  const expect = request.expect && typeof request.expect === "object" ? request.expect : null;
+  function labelOf(el, role) {
+    const n = nameOf(el, role);
+    return n ? cut(n, L.label)[0] : "";
+  }
+  function expectError(el) {
+    if (!expect) return null;
+    const role = roleOf(el);
+    if (role !== expect.role || labelOf(el, role) !== expect.label) return { error: "stale_target", why: "changed" };
+    return null;
+  }
+  // The "describe" op: the element a ref names now, as a read reports it.
+  function describeRef(ref) {
+    if (isScopeRef(ref)) return SCOPE_REFUSED;
+    const el = resolve(ref);
+    if (!el) return { error: "stale_target" };
+    const role = roleOf(el);
+    if (!role || role === "unsupported") return { error: "not_actionable" };
+    const omitted = new Set();
+    const d = describe(el, role, omitted);
+    if (!d) return { error: "not_actionable" };
+    return { text: "", elements: [d], omitted: Array.from(omitted) };
+  }
+
   // --- actions' element side --------------------------------------------------
   const SCOPE_REFUSED = { error: "not_actionable", why: "scope ref" };
   function locate(ref, need) {
     if (isScopeRef(ref)) return SCOPE_REFUSED;
     const el = resolve(ref);
     if (!el) return { error: "stale_target" };
+    const pe = policyError(el.ownerDocument) || expectError(el);
+    if (pe) return pe;
     const role = roleOf(el);
     if (el.disabled || el.inert) return { error: "not_actionable", why: "disabled" };
     if (need === "editable" && role !== "textbox" && !(role === "combobox" && el.localName === "input"))
@@ -501,6 +623,8 @@
     if (isScopeRef(ref)) return SCOPE_REFUSED;
     const el = resolve(ref);
     if (!el) return { error: "stale_target" };
+    const pe = policyError(el.ownerDocument) || expectError(el);
+    if (pe) return pe;
     if (el.localName !== "select" || el.disabled) return { error: "not_actionable", why: "not an enabled select" };
     if (!el.multiple && values.length > 1) return { error: "not_actionable", why: "one value for a single select" };
     const picks = [];
@@ -522,6 +646,8 @@
     if (isScopeRef(ref)) return SCOPE_REFUSED;
     const el = resolve(ref);
     if (!el) return { error: "stale_target" };
+    const pe = policyError(el.ownerDocument) || expectError(el);
+    if (pe) return pe;
     const role = roleOf(el);
     if (role !== "checkbox" && role !== "radio") return { error: "not_actionable", why: "not a checkbox or radio" };
     if (el.disabled || el.inert || el.getAttribute("aria-disabled") === "true")
@@ -531,18 +657,44 @@
     return { ok: true, checked: checked, radio: role === "radio" };
   }
 
-  // Sign-in's element side: `ref` must be an enabled, visible, writable
-  // <input> whose type is one of `types`; with `mark`, it becomes private
-  // (reads omit its value) and, unless it is a password input, its text is
-  // masked on screen too.
-  function credential(ref, types, mark) {
+  // The origin a document was loaded from, as the browser's security
+  // model has it (the window's origin) and as its address says (the
+  // document's URI, which for an error page is about:neterror even while
+  // the tab's URL still names the address that failed): both must agree,
+  // else "null".
+  function loadedOrigin(d) {
+    let a = "null", b = "null";
+    try { a = String(d.defaultView.origin); } catch (e) { a = "null"; }
+    try { b = new URL(d.documentURI).origin; } catch (e) { b = "null"; }
+    return a === b ? a : "null";
+  }
+
+  // Sign-in's element side: the tab's document and the document holding
+  // `ref` were both loaded from `origin`, and `ref` is an enabled, visible,
+  // writable <input> whose type is one of `types`; with `mark`, it becomes
+  // private (reads omit its value) and, unless it is a password input, its
+  // text is masked on screen too; with `focused`, it must hold the focus
+  // (checked before each part of a value is typed).
+  function credential(ref, types, mark, origin, focused) {
     if (isScopeRef(ref)) return SCOPE_REFUSED;
+    if (typeof origin !== "string" || loadedOrigin(doc) !== origin) return { error: "wrong_origin" };
     const el = resolve(ref);
     if (!el) return { error: "stale_target" };
+    if (loadedOrigin(el.ownerDocument) !== origin) return { error: "wrong_origin" };
     if (el.localName !== "input") return { error: "not_actionable", why: "wrong kind of field" };
     if (el.disabled || el.readOnly || el.inert) return { error: "not_actionable", why: "disabled" };
     const t = (el.getAttribute("type") || "text").toLowerCase();
     if (!types.includes(t)) return { error: "not_actionable", why: "wrong kind of field" };
+    if (focused) {
+      // The element, its document's focus, and every frame up to the top
+      // document focused on the way to it.
+      let d = el.ownerDocument;
+      if (d.activeElement !== el) return { error: "not_actionable", why: "lost the focus" };
+      for (let w = d.defaultView; w && w !== top; w = w.parent) {
+        const fe = w.frameElement;
+        if (!fe || fe.ownerDocument.activeElement !== fe) return { error: "not_actionable", why: "lost the focus" };
+      }
+    }
     if (mark) {
       reg.priv.add(el);
       if (t !== "password") {
@@ -559,8 +711,10 @@
     case "locate": out = locate(request.ref, request.need); break;
     case "select": out = selectValues(request.ref, request.values); break;
     case "checked": out = checkedState(request.ref); break;
-    case "credential": out = credential(request.ref, request.types || [], !!request.mark); break;
+    case "credential": out = credential(request.ref, request.types || [], !!request.mark, request.origin, !!request.focused); break;
     case "scoped": out = scopedRead(request.root, request.depth, request.mode); break;
+    case "policy": out = policyCheck(); break;
+    case "describe": out = describeRef(request.ref); break;
     case "tab": {
       const [title, c] = cut((doc.title || "").toWellFormed ? (doc.title || "").toWellFormed() : "", L.title);
       out = { title: title.replace(/[\u0000-\u001f\u007f]/g, " "), title_truncated: c,

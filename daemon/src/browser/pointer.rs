@@ -17,10 +17,11 @@ use sandtop_protocol::browser::{Modifier, PathPoint, PointerButton};
 use sandtop_protocol::{BrowserCall, BrowserOutcome, ErrorBody, ErrorCode};
 use serde_json::{Value, json};
 
-use super::act::{element_error, locate, perform, press, viewport};
+use super::act::{element_error, locate_in, perform, press, viewport};
 use super::bidi::Bidi;
 use super::context::{activate, agent, target_tab};
 use super::keys::key_values;
+use super::policy::{Policy, Scope};
 
 /// The pointer source's id, shared with the default members.
 const MOUSE: &str = "sandtop-mouse";
@@ -131,8 +132,14 @@ fn hold(keys: &[String]) -> Result<(Value, Value), ErrorBody> {
     ))
 }
 
-/// Carries out one of this module's members.
-pub(super) async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, ErrorBody> {
+/// Carries out one of this module's members, on documents of the host's
+/// URL policy only (the documents under the points, of the focus, of the
+/// target).
+pub(super) async fn run(
+    bidi: &Bidi,
+    call: &BrowserCall,
+    policy: Policy<'_>,
+) -> Result<BrowserOutcome, ErrorBody> {
     match call {
         BrowserCall::ClickAt {
             tab_id,
@@ -146,12 +153,13 @@ pub(super) async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcom
                 bidi,
                 tab_id.as_deref(),
                 &[PathPoint { x: *x, y: *y }],
+                policy,
                 || with_modifiers(keys, clicks(*x, *y, *button, *click_count)),
             )
             .await
         }
         BrowserCall::DragPath { tab_id, path, keys } => {
-            at_points(bidi, tab_id.as_deref(), path, || {
+            at_points(bidi, tab_id.as_deref(), path, policy, || {
                 with_modifiers(keys, drag(path))
             })
             .await
@@ -161,6 +169,7 @@ pub(super) async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcom
                 bidi,
                 tab_id.as_deref(),
                 &[PathPoint { x: *x, y: *y }],
+                policy,
                 || with_modifiers(&[], vec![move_to(*x, *y, Duration::ZERO)]),
             )
             .await
@@ -169,12 +178,12 @@ pub(super) async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcom
             tab_id,
             keys,
             duration_ms,
-        } => hold_keys(bidi, tab_id.as_deref(), keys, *duration_ms).await,
+        } => hold_keys(bidi, tab_id.as_deref(), keys, *duration_ms, policy).await,
         BrowserCall::SetChecked {
             tab_id,
             target,
             checked,
-        } => set_checked(bidi, tab_id.as_deref(), target, *checked).await,
+        } => set_checked(bidi, tab_id.as_deref(), target, *checked, policy).await,
         other => Err(ErrorBody::new(
             ErrorCode::Internal,
             format!("{} is not a pointer member", other.member()),
@@ -182,12 +191,14 @@ pub(super) async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcom
     }
 }
 
-/// Shows the tab, checks every point against its viewport now, then
-/// performs the actions `actions` builds.
+/// Shows the tab, checks every point against its viewport now (and the
+/// documents under them against the policy), then performs the actions
+/// `actions` builds.
 async fn at_points(
     bidi: &Bidi,
     tab_id: Option<&str>,
     points: &[PathPoint],
+    policy: Policy<'_>,
     actions: impl FnOnce() -> Value,
 ) -> Result<BrowserOutcome, ErrorBody> {
     let ctx = target_tab(bidi, tab_id).await?;
@@ -201,6 +212,8 @@ async fn at_points(
         };
         inside(&what, p.x, p.y, vp)?;
     }
+    let at: Vec<[u64; 2]> = points.iter().map(|p| [p.x, p.y]).collect();
+    policy.check(bidi, &ctx, Scope::Points(&at)).await?;
     perform(bidi, &ctx, actions()).await?;
     Ok(BrowserOutcome::Done)
 }
@@ -214,10 +227,12 @@ async fn hold_keys(
     tab_id: Option<&str>,
     keys: &[String],
     duration_ms: u32,
+    policy: Policy<'_>,
 ) -> Result<BrowserOutcome, ErrorBody> {
     let (down, up) = hold(keys)?;
     let ctx = target_tab(bidi, tab_id).await?;
     activate(bidi, &ctx).await?;
+    policy.check(bidi, &ctx, Scope::Focus).await?;
     press(bidi, &ctx, down).await?;
     tokio::time::sleep(Duration::from_millis(u64::from(duration_ms))).await;
     perform(bidi, &ctx, up).await?;
@@ -232,10 +247,11 @@ async fn set_checked(
     tab_id: Option<&str>,
     target: &str,
     checked: bool,
+    policy: Policy<'_>,
 ) -> Result<BrowserOutcome, ErrorBody> {
     let ctx = target_tab(bidi, tab_id).await?;
     activate(bidi, &ctx).await?;
-    let (now, radio) = control_state(bidi, &ctx, target).await?;
+    let (now, radio) = control_state(bidi, &ctx, target, policy).await?;
     if now == checked {
         return Ok(BrowserOutcome::Done);
     }
@@ -245,7 +261,7 @@ async fn set_checked(
             "a radio button is cleared by choosing another one of its group",
         ));
     }
-    let (x, y) = locate(bidi, &ctx, target, "pointer").await?;
+    let (x, y) = locate_in(bidi, &ctx, target, "pointer", policy).await?;
     let (Ok(x), Ok(y)) = (u64::try_from(x), u64::try_from(y)) else {
         return Err(ErrorBody::new(
             ErrorCode::NotActionable,
@@ -258,7 +274,7 @@ async fn set_checked(
         with_modifiers(&[], clicks(x, y, PointerButton::Left, 1)),
     )
     .await?;
-    if control_state(bidi, &ctx, target).await?.0 != checked {
+    if control_state(bidi, &ctx, target, Policy::NONE).await?.0 != checked {
         return Err(ErrorBody::new(
             ErrorCode::NotActionable,
             "the control did not take the requested state",
@@ -270,8 +286,19 @@ async fn set_checked(
 /// The checked state of the control `target` names in the tab's current
 /// document, and whether it is a radio (`stale_target` when it names
 /// none, `not_actionable` when it is no enabled checkbox or radio).
-async fn control_state(bidi: &Bidi, ctx: &str, target: &str) -> Result<(bool, bool), ErrorBody> {
-    let v = agent(bidi, ctx, json!({"op": "checked", "ref": target})).await?;
+async fn control_state(
+    bidi: &Bidi,
+    ctx: &str,
+    target: &str,
+    policy: Policy<'_>,
+) -> Result<(bool, bool), ErrorBody> {
+    let v = agent(
+        bidi,
+        ctx,
+        json!({"op": "checked", "ref": target,
+               "policy": policy.value(), "expect": policy.expect_value()}),
+    )
+    .await?;
     element_error(&v)?;
     let checked = v["checked"].as_bool().ok_or_else(|| {
         ErrorBody::new(

@@ -2,15 +2,22 @@
 //! credentials into a page ([`BrowserCall::SignInCheck`],
 //! [`BrowserCall::SignInFill`]); the model has no member that reaches them.
 //!
-//! Both calls bind at execution, like every member: the tab must be on the
-//! credential origin now, and each target must resolve in the tab's
-//! current document to an enabled, visible `<input>` whose type fits the
-//! field's kind (a password only into `type=password`). A fill checks all
-//! of that again — every field before the first value is typed — then, per
-//! field, marks the input private (later reads omit its value, as they do
-//! for passwords; a non-password input is also masked on screen), focuses
-//! it and types the value with BiDi key input. No message here quotes a
-//! value; nothing here logs.
+//! Both calls bind at execution, like every member: the tab's URL must be
+//! on the credential origin now, the tab's document and the target's must
+//! have been *loaded* from it (the page agent compares the window's origin
+//! and the document's URI: an error page left by a failed load keeps the
+//! tab's URL but not its origin), and each target must resolve in the
+//! tab's current document (refs carry the document's load id) to an
+//! enabled, visible `<input>` whose type fits the field's kind (a password
+//! only into `type=password`). A fill checks all of that again — every
+//! field before the first value is typed — then, per field, marks the
+//! input private (later reads omit its value, as they do for passwords; a
+//! non-password input is also masked on screen), focuses it, and types the
+//! value with BiDi key input into that tab's document, checking before
+//! each part that the input still holds the focus on that origin. Nothing
+//! here sends X11 input: a value never reaches whatever window has the
+//! desktop's keyboard focus (docs/security.md L14). No message here quotes
+//! a value; nothing here logs.
 
 use sandtop_protocol::sign_in::{CredentialKind, SignInValue};
 use sandtop_protocol::{BrowserCall, BrowserOutcome, ErrorBody, ErrorCode};
@@ -53,7 +60,7 @@ pub(super) async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcom
             .await?;
             activate(bidi, &ctx).await?;
             for f in fields {
-                fill(bidi, &ctx, f).await?;
+                fill(bidi, &ctx, origin, f).await?;
             }
             Ok(BrowserOutcome::Done)
         }
@@ -74,7 +81,7 @@ async fn checked<'a>(
 ) -> Result<String, ErrorBody> {
     let ctx = on_origin(bidi, tab_id, origin).await?;
     for (target, kind) in fields {
-        check_field(bidi, &ctx, target, kind, false).await?;
+        check_field(bidi, &ctx, origin, target, kind, Check::Bound).await?;
     }
     Ok(ctx)
 }
@@ -109,31 +116,49 @@ fn url_origin(url: &str) -> Option<String> {
     (!host.is_empty()).then(|| format!("{scheme}://{host}"))
 }
 
-/// Asks the page agent whether `target` is an input for `kind`; with
-/// `mark`, also makes it private (reads omit its value from then on).
+/// What [`check_field`] asks beyond "an input of this kind in a document
+/// loaded from the origin".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// Nothing more.
+    Bound,
+    /// Make it private (reads omit its value from then on).
+    Mark,
+    /// It holds the focus (the keys that follow go into it).
+    Focused,
+}
+
+/// Asks the page agent whether `target` is an input for `kind` in a
+/// document loaded from `origin` (and what `check` adds).
 async fn check_field(
     bidi: &Bidi,
     ctx: &str,
+    origin: &str,
     target: &str,
     kind: CredentialKind,
-    mark: bool,
+    check: Check,
 ) -> Result<(), ErrorBody> {
     let v = agent(
         bidi,
         ctx,
-        json!({"op": "credential", "ref": target, "types": kind.input_types(), "mark": mark}),
+        json!({"op": "credential", "ref": target, "types": kind.input_types(),
+               "origin": origin, "mark": check == Check::Mark, "focused": check == Check::Focused}),
     )
     .await?;
     element_error(&v)
 }
 
+/// Key steps typed between two checks that the input still has the focus.
+const KEYS_PER_CHECK: usize = 200;
+
 /// Types one value into its (checked) target.
-async fn fill(bidi: &Bidi, ctx: &str, f: &SignInValue) -> Result<(), ErrorBody> {
-    check_field(bidi, ctx, &f.target, f.kind, true).await?;
+async fn fill(bidi: &Bidi, ctx: &str, origin: &str, f: &SignInValue) -> Result<(), ErrorBody> {
+    check_field(bidi, ctx, origin, &f.target, f.kind, Check::Mark).await?;
     // Focus the field and select what it holds: the value replaces it.
     locate(bidi, ctx, &f.target, "editable").await?;
     let steps = typed_keys(f.value.expose());
-    for chunk in steps.chunks(2_000) {
+    for chunk in steps.chunks(KEYS_PER_CHECK) {
+        check_field(bidi, ctx, origin, &f.target, f.kind, Check::Focused).await?;
         perform(
             bidi,
             ctx,

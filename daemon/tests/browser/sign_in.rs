@@ -17,6 +17,15 @@ pub const PAGE: &str = r#"<!doctype html><title>Sign in</title><body>
 <div id="out"></div>
 </body>"#;
 
+/// A page that moves the focus to another input after the fifth key typed
+/// into the email input.
+pub const STEAL: &str = r#"<!doctype html><title>Steal</title><body>
+<label for="email">Email</label> <input id="email" type="email">
+<label for="other">Other</label> <input id="other" type="text">
+<script>let n = 0; document.getElementById('email').addEventListener('keydown', () => {
+  if (++n === 5) document.getElementById('other').focus(); });</script>
+</body>"#;
+
 fn field(target: &Value, kind: &str) -> Value {
     json!({"target": target, "kind": kind})
 }
@@ -135,4 +144,71 @@ async fn sign_in_binds_inputs_of_the_right_kind_on_the_right_origin_and_keeps_va
         "stale_target",
     )
     .await;
+}
+
+/// docs/security.md L14: a value goes only into the input the driver bound,
+/// on a document loaded from the credential origin. A failed load keeps the
+/// tab's URL (the address that failed) but not its origin, and an input
+/// that loses the focus while its value is typed stops the fill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_binds_to_the_loaded_origin_and_to_the_focused_input() {
+    let Some(d) = daemon() else { return };
+    let origin = pages().await;
+    let check = |origin: &str, fields: Vec<Value>| json!({"member": "sign_in_check", "tab_id": null, "origin": origin, "fields": fields});
+    let fill = |origin: &str, fields: Vec<Value>| json!({"member": "sign_in_fill", "tab_id": null, "origin": origin, "fields": fields});
+
+    // The focus moves away mid-value: the fill stops before the next part.
+    d.goto(&format!("{origin}/sign-in-steal")).await;
+    let read = d.read("interactive").await;
+    let email = by_label(&read, "Email")["ref"].clone();
+    let long = format!("{}@example.test", "a".repeat(300));
+    let failed = d
+        .fails(
+            fill(&origin, vec![value(&email, "email", &long)]),
+            "not_actionable",
+        )
+        .await;
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .contains("lost the focus"),
+        "{failed}"
+    );
+    let r = d
+        .ok(json!({"member": "run_script", "tab_id": null, "source": "document.getElementById('email').value.length + '|' + document.getElementById('other').value.length", "timeout_ms": 2000}))
+        .await;
+    let typed = r["outcome"]["text"].as_str().unwrap().to_string();
+    let (in_email, in_other) = typed.split_once('|').unwrap();
+    let total: usize = in_email.parse::<usize>().unwrap() + in_other.parse::<usize>().unwrap();
+    assert!(
+        total < long.len(),
+        "the fill went on after the focus moved: {typed}"
+    );
+
+    // An address nothing answers: the tab keeps its URL, but the error page
+    // in it was not loaded from that origin.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://127.0.0.1:{}", l.local_addr().unwrap().port())
+    };
+    let _ = d
+        .post(
+            "/v1/browser/call",
+            json!({"member": "navigate", "tab_id": null, "url": format!("{dead}/login")}),
+        )
+        .await;
+    let failed = d
+        .fails(
+            check(&dead, vec![field(&json!("0123456789ab.1"), "password")]),
+            "invalid_action",
+        )
+        .await;
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .contains("not loaded from the credential origin"),
+        "{failed}"
+    );
 }

@@ -117,14 +117,45 @@ pub struct BrowserRequest<'a> {
     pub scripted: Option<ScriptedOnly>,
 }
 
-/// What the operator is asked for a sign-in: the checked request, and on
-/// the desktop path (no page targets) the screenshot whose focused field
-/// the value goes into.
+/// What the operator is asked for a sign-in: the checked request, whose
+/// every field names a page input the driver bound on the credential
+/// origin's page.
 #[derive(Debug)]
 pub struct SignInPrompt<'a> {
     pub call_id: &'a str,
     pub request: &'a super::sign_in::Request,
-    pub screenshot: Option<&'a Path>,
+}
+
+/// What the operator is told once a sign-in's values went in: the origin
+/// whose page got them and which fields, and where the values came from
+/// (`file`, `terminal`). Never a value.
+#[derive(Debug)]
+pub struct SignedIn<'a> {
+    pub call_id: &'a str,
+    pub origin: &'a crate::egress::policy::Origin,
+    pub fields: &'a [&'a super::sign_in::Field],
+    pub source: &'a str,
+}
+
+impl SignedIn<'_> {
+    /// One line, inert (labels come from the model).
+    pub fn line(&self) -> String {
+        let fields: Vec<String> = self
+            .fields
+            .iter()
+            .map(|f| format!("{} ({})", term::safe_line(&f.label), f.kind.as_str()))
+            .collect();
+        format!(
+            "sign-in {}: {} received {} from the {}",
+            term::safe_line(self.call_id),
+            self.origin,
+            fields.join(", "),
+            match self.source {
+                "file" => "--credentials file",
+                _ => "terminal",
+            }
+        )
+    }
 }
 
 /// The human (or their policy) on the other side of the loop.
@@ -144,6 +175,10 @@ pub trait Operator: Send {
             why: "this operator does not answer sign-in requests".into(),
         }
     }
+    /// Tells the operator that a sign-in's values went into the page
+    /// (which origin, which fields, from where): a `--credentials` file
+    /// answers without a question, and the operator still hears of it.
+    fn signed_in(&mut self, _told: &SignedIn<'_>) {}
     /// Answers a question from the model (`ask_user`); `None` = no answer.
     fn ask(&mut self, question: &str) -> Option<String>;
     /// Guidance typed while the run goes, to append at the end of the turn.
@@ -399,15 +434,9 @@ fn sign_in_text(p: &SignInPrompt<'_>) -> String {
             term::safe_line(&o.field_ids.join(", "))
         ));
     }
-    match p.screenshot {
-        Some(shot) => text.push_str(&format!(
-            "The value is typed into the field that has the focus on {}: check it is the right one.\n",
-            term::safe_line(&shot.display().to_string())
-        )),
-        None => text.push_str(
-            "The values go into the inputs the browser driver bound on that origin's page.\n",
-        ),
-    }
+    text.push_str(
+        "The values go only into the inputs the browser driver bound on a page loaded from that origin.\n",
+    );
     text.push_str(
         "Only sign in if you trust this origin. The model and the page's words never answer this.\n",
     );
@@ -635,6 +664,25 @@ impl Operator for Approvals {
         }
     }
 
+    fn signed_in(&mut self, told: &SignedIn<'_>) {
+        let line = told.line();
+        match self.terminal.as_ref() {
+            Some(t) => lock(t).say(&format!("{line}\n")),
+            None => eprintln!("host-cli: {line}"),
+        }
+        if let Some(v) = &self.view {
+            let fields = told
+                .fields
+                .iter()
+                .map(|f| crate::control::wire::SignedInField {
+                    label: f.label.clone(),
+                    kind: f.kind.as_str().to_string(),
+                })
+                .collect();
+            v.signed_in(told.call_id, &told.origin.to_string(), fields, told.source);
+        }
+    }
+
     fn ask(&mut self, question: &str) -> Option<String> {
         if !self.someone() {
             return None;
@@ -642,11 +690,12 @@ impl Operator for Approvals {
         // The question keeps its lines, each indented so that none of them
         // can pass for one of our own prompts.
         let shown = term::safe(question).replace('\n', "\n  | ");
-        let prompt =
-            format!("\n== The model asks ==\n  | {shown}\nYour answer (empty line = refuse): ");
+        let prompt = format!(
+            "\n== The model asks ==\n  | {shown}\nThe model reads your answer: never type a password or code here.\nYour answer (empty line = refuse): "
+        );
         let q = ask::Question {
             kind: QuestionKind::AskUser,
-            title: "The model asks".into(),
+            title: "The model asks (it reads your answer: no passwords or codes)".into(),
             text: String::new(),
             view_text: Some(term::safe(question)),
             marked: None,

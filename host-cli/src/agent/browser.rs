@@ -14,6 +14,12 @@
 //! - **URL policy** ([`UrlPolicy`]): navigate and new_tab need
 //!   `--url-policy`; a URL is compared by scheme, host and port exactly,
 //!   parsed as the egress proxy parses origins, *before* confirmation;
+//!   a member that acts on a page ([`Toolset::acts_on_page`]) is refused
+//!   before any question when the tab's origin in the state is outside
+//!   it, and every call carries the policy to the daemon
+//!   ([`Toolset::request`]), which checks it again in the document it acts
+//!   on, at execution (issue 30: after a redirect or the page's own
+//!   navigation);
 //! - **confirmation** ([`Toolset::needs_approval`], [`prompt`]): every
 //!   state-changing member, and the reads named by `--confirm-reads`;
 //! - **state** ([`project_state`]): tabs with origins only, bounded titles,
@@ -22,7 +28,7 @@
 //!   `{ok, state, result | error}` (plus the image for screenshot and zoom),
 //!   with daemon errors told from their code only, never the guest's text.
 //!
-//! Size: ~1055 lines, tests apart (`browser/tests.rs`): one table,
+//! Size: ~1140 lines, tests apart (`browser/tests.rs`): one table,
 //! `member_spec` (~140 lines), read by `with_grants`, `tools` and `prepare`,
 //! and the rules around it. If it grows, `UrlPolicy` and the state, results
 //! and prompt (~315 lines from `inert` on) are the parts to move out.
@@ -33,7 +39,7 @@ use sandtop_protocol::browser::{
     self as wire, BrowserImage, BrowserOutcome, BrowserRead, BrowserState, DEFAULT_MEMBERS,
     ReadRole,
 };
-use sandtop_protocol::{BrowserCall, ErrorCode};
+use sandtop_protocol::{BrowserCall, BrowserRequest, ErrorCode};
 use serde_json::{Map, Value, json};
 
 use crate::agent::grants::{self, GrantKind, Grants};
@@ -75,6 +81,14 @@ pub const ACTION_REFUSED: &str =
     "Browser action was not approved. Do not retry it unless the user asks.";
 /// The fixed refusal of a navigation outside the URL policy.
 pub const NAVIGATION_REFUSED: &str = "Browser navigation was not approved.";
+/// A call on a page whose origin is outside the URL policy (a redirect or
+/// the page's own navigation took the tab there), from the host's check
+/// of the state or the daemon's `out_of_policy` at execution.
+pub const OUT_OF_POLICY: &str = "The tab's page is not on an origin of the URL policy (a redirect or the page's own navigation can take it there); nothing was done on it. Navigate to an allowed origin first.";
+/// A call whose target is no longer what the model read (issue 30 item 4):
+/// read again just before the operator is asked, its role or label
+/// differs from the last read's, so nobody is asked and nothing is done.
+pub const TARGET_CHANGED: &str = "The target changed since the page was read (its role or label is not what the read showed); nothing was done. Read the page again.";
 /// A call skipped because an earlier browser call of the response failed.
 pub const SKIPPED: &str = "Not executed: an earlier browser action in this turn failed.";
 /// A call of a member that is not enabled.
@@ -347,6 +361,19 @@ impl UrlPolicy {
     pub fn origins(&self) -> &[Origin] {
         &self.0
     }
+
+    /// Whether a page at `url` (a tab's URL or its origin, as the state
+    /// shows it) may be acted on: its origin is exactly one of the list.
+    /// Unlike [`UrlPolicy::allows`], about:blank is not: it has no origin
+    /// of its own.
+    pub fn allows_page(&self, url: &str) -> bool {
+        url_origin(url).is_some_and(|o| self.0.contains(&o))
+    }
+
+    /// The origins as the daemon and browsers spell them.
+    pub fn wire(&self) -> Vec<String> {
+        self.0.iter().map(Origin::to_string).collect()
+    }
 }
 
 /// The origin of an absolute http(s) URL, parsed as the egress proxy parses
@@ -482,6 +509,14 @@ impl Toolset {
             }
             enabled.push(m);
         }
+        // The toolset's own order, whatever order the operator listed them
+        // in (seed: the SDK's tool order; the defaults, then the opt-ins).
+        enabled.sort_by_key(|m| {
+            DEFAULT_MEMBERS
+                .iter()
+                .chain(OPT_IN_MEMBERS.iter())
+                .position(|x| x == m)
+        });
         for kind in [GrantKind::Upload, GrantKind::Download] {
             if grants.has(kind) && !enabled.contains(&kind.member()) {
                 return Err(format!(
@@ -577,6 +612,41 @@ impl Toolset {
     /// Whether the operator asked to confirm this read.
     pub fn needs_read_approval(&self, member: &str) -> bool {
         self.confirm_reads.contains(member)
+    }
+
+    /// Whether this member changes something on a page (and so needs the
+    /// page's origin inside the URL policy): every state-changing member
+    /// but those that open, show or close tabs.
+    pub fn acts_on_page(member: &str) -> bool {
+        Toolset::needs_approval(member)
+            && !matches!(member, "navigate" | "new_tab" | "switch_tab" | "close_tab")
+    }
+
+    /// Whether the tab `tab_id` (`None`: the active one) of a model-facing
+    /// `state` may be acted on under the URL policy: no policy, or the
+    /// tab's origin is in it. A tab the state does not list passes (the
+    /// daemon answers `no_such_tab`).
+    pub fn page_allowed(&self, state: &Value, tab_id: Option<&str>) -> bool {
+        let Some(policy) = &self.url_policy else {
+            return true;
+        };
+        let tab = state["tabs"].as_array().and_then(|tabs| {
+            tabs.iter().find(|t| match tab_id {
+                Some(id) => t["id"] == id,
+                None => t["active"] == true,
+            })
+        });
+        tab.is_none_or(|t| policy.allows_page(t["url"].as_str().unwrap_or_default()))
+    }
+
+    /// A call as sent to the daemon: with the URL policy, when there is
+    /// one, for the daemon to check in the document it acts on.
+    pub fn request(&self, call: BrowserCall) -> BrowserRequest {
+        BrowserRequest {
+            call,
+            url_policy: self.url_policy.as_ref().map(UrlPolicy::wire),
+            expect: None,
+        }
     }
 
     /// Checks one call of the model, before any state is read or consent
@@ -886,6 +956,7 @@ pub fn error_text(code: ErrorCode) -> &'static str {
         }
         ErrorCode::NotActionable => "The target cannot take this action.",
         ErrorCode::NoSuchTab => "No open tab has this id.",
+        ErrorCode::OutOfPolicy => OUT_OF_POLICY,
         ErrorCode::WaitTimedOut => "The text did not appear within the timeout.",
         ErrorCode::InvalidAction | ErrorCode::BadRequest => {
             "Browser argument has an invalid value."
@@ -994,10 +1065,35 @@ pub fn result_of(member: &str, outcome: &BrowserOutcome) -> Result<Value, String
     }
 }
 
+/// The target of a call as it is now (a `describe_target` read) against
+/// the last read the model saw: `Ok(element)` to show the operator, or
+/// `Err(TARGET_CHANGED)` when the last read named the same ref with
+/// another role or label (a page that relabelled it after the read).
+pub fn current_target(
+    now: &BrowserRead,
+    target: &str,
+    last_read: Option<&Value>,
+) -> Result<Value, String> {
+    let el = validate_read("read_page", now)
+        .ok()
+        .and_then(|v| v["elements"].as_array().cloned())
+        .and_then(|els| els.into_iter().find(|e| e["ref"] == target))
+        .ok_or_else(|| "Browser read report failed.".to_string())?;
+    let before = last_read
+        .and_then(|r| r["elements"].as_array())
+        .and_then(|els| els.iter().find(|e| e["ref"] == target));
+    if let Some(b) = before
+        && (b["role"] != el["role"] || b["label"] != el["label"])
+    {
+        return Err(TARGET_CHANGED.into());
+    }
+    Ok(el)
+}
+
 /// The approval prompt: the member, its validated arguments, the target's
-/// label and role when the last read named it, and the state before
-/// (active tab's origin and title). Every piece of guest or model text is
-/// made inert.
+/// label and role when the read given names it (the target read again
+/// just before asking), and the state before (active tab's origin and
+/// title). Every piece of guest or model text is made inert.
 pub fn prompt(prepared: &Prepared, state: &Value, last_read: Option<&Value>) -> String {
     // Nothing the operator approves is cut from the prompt: a script's
     // source is shown whole, line by line, and every other argument in

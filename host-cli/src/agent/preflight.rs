@@ -34,6 +34,9 @@ pub struct Refusal {
     /// What is wrong, in our words (field and key names quoted from the
     /// model's output, shortened).
     pub reason: String,
+    /// The call is a function call (`ask_user`, an unknown function), not
+    /// a computer call.
+    pub function: bool,
 }
 
 impl std::fmt::Display for Refusal {
@@ -44,6 +47,9 @@ impl std::fmt::Display for Refusal {
                 "{} in action {i} of computer call {}",
                 self.reason, self.call_id
             ),
+            None if self.function => {
+                write!(f, "{} in function call {}", self.reason, self.call_id)
+            }
             None => write!(f, "{} in computer call {}", self.reason, self.call_id),
         }
     }
@@ -58,6 +64,7 @@ pub fn check_call(
     map: Option<&ScaleMap>,
 ) -> Result<Vec<Action>, Refusal> {
     let refuse = |index: Option<usize>, code: ErrorCode, reason: String| Refusal {
+        function: false,
         call_id: call_id.to_string(),
         index,
         code,

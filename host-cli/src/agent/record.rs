@@ -19,7 +19,7 @@
 //!   resume continues after the last completed step and refuses to go past
 //!   a `pending`/`unknown` call until the operator reconciles it (rule 18).
 //!
-//! Size: ~620 lines, tests apart (`record/tests.rs`): the trajectory's one
+//! Size: ~670 lines, tests apart (`record/tests.rs`): the trajectory's one
 //! schema, `Entry` (26 kinds; ~250 lines with the structs they carry), by
 //! the `Recorder` that writes it and the strict reader and resume. If it
 //! grows, the image references (`externalize`, `internalize`, ...) go first.
@@ -328,6 +328,46 @@ pub enum LedgerState {
 impl Recorder {
     /// Creates a new run folder (0700); fails if it exists.
     pub fn create(dir: &Path) -> anyhow::Result<Recorder> {
+        Self::create_parent(dir)?;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating the run folder {}", dir.display()))?;
+        Recorder::open(dir)
+    }
+
+    /// Creates a new run folder (0700) named `base`, or `base-2`,
+    /// `base-3`, … when that exists (two runs of one session in one
+    /// second): each name is taken by mkdir(2), which fails on an
+    /// existing name, so two runs never share a folder.
+    pub fn create_unique(base: &Path) -> anyhow::Result<Recorder> {
+        Self::create_parent(base)?;
+        let mut dir = base.to_path_buf();
+        for n in 2..=Self::UNIQUE_TRIES + 1 {
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => return Recorder::open(&dir),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let mut name = base.as_os_str().to_owned();
+                    name.push(format!("-{n}"));
+                    dir = PathBuf::from(name);
+                }
+                Err(e) => {
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("creating the run folder {}", dir.display())));
+                }
+            }
+        }
+        anyhow::bail!(
+            "creating the run folder {}: it and {} numbered ones exist",
+            base.display(),
+            Self::UNIQUE_TRIES - 1
+        )
+    }
+
+    /// How many names [`Recorder::create_unique`] tries.
+    const UNIQUE_TRIES: u32 = 1000;
+
+    fn create_parent(dir: &Path) -> anyhow::Result<()> {
         if let Some(parent) = dir.parent() {
             std::fs::DirBuilder::new()
                 .recursive(true)
@@ -335,11 +375,7 @@ impl Recorder {
                 .create(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;
         }
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("creating the run folder {}", dir.display()))?;
-        Recorder::open(dir)
+        Ok(())
     }
 
     /// Opens an existing run folder for appending (a resume). A torn last

@@ -5,7 +5,8 @@
 //! 1. The model calls the `request_sign_in` function tool with the
 //!    credential origin, a reason, the fields it needs (`id`, `label`,
 //!    `type` email|password|code|text, `required`, and the element ref the
-//!    browser driver gave it as `target`) and, optionally, sign-in methods
+//!    browser driver gave it as `target`, required: values are never typed
+//!    at the desktop's keyboard focus) and, optionally, sign-in methods
 //!    (`options`: `id`, `label`, `field_ids`). [`parse_request`] checks the
 //!    arguments exactly; every refusal names the field.
 //! 2. The runner refuses a request whose origin is missing, unparsable,
@@ -60,11 +61,11 @@ pub fn tool() -> Value {
         "strict": true,
         "description": "Ask the human operator to sign in to a site on the page. The operator \
             enters the values outside this conversation; you never see or type them. Read the \
-            page first and name each input by the ref the browser tools gave you (without browser \
-            tools: one field with a null target, typed into the focused field). The result is \
+            page first and name each input by the ref the browser tools gave you: the values go \
+            only into those inputs, on a page loaded from the credential origin. The result is \
             only whether the values were submitted; check the page afterwards. Use it for \
             email, password and verification-code fields only; never ask for credentials any \
-            other way.",
+            other way (not through ask_user, not in your messages).",
         "parameters": {
             "type": "object",
             "properties": {
@@ -80,7 +81,7 @@ pub fn tool() -> Value {
                             "label": {"type": "string", "description": "The field's label as the page shows it."},
                             "type": {"type": "string", "enum": ["email", "password", "code", "text"]},
                             "required": {"type": "boolean"},
-                            "target": nullable_string("The input's ref from read_page or find."),
+                            "target": {"type": "string", "description": "The input's ref from read_page or find."},
                         },
                         "required": ["id", "label", "type", "required", "target"],
                         "additionalProperties": false,
@@ -116,9 +117,10 @@ pub struct Field {
     #[serde(rename = "type")]
     pub kind: CredentialKind,
     pub required: bool,
-    /// The element ref of the input (the browser driver binds it); `None`:
-    /// the focused field of the desktop (computer tool).
-    pub target: Option<String>,
+    /// The element ref of the input (the browser driver binds it at
+    /// entry). There is no other way in: a value is never typed at the
+    /// desktop's keyboard focus (docs/security.md L14).
+    pub target: String,
 }
 
 /// A sign-in method the operator may choose.
@@ -161,12 +163,6 @@ impl Request {
                 .collect(),
             None => self.fields.iter().collect(),
         }
-    }
-
-    /// Whether every field names a page input (the browser path), or none
-    /// does (the desktop's focused field).
-    pub fn targets_page(&self) -> bool {
-        self.fields.iter().all(|f| f.target.is_some())
     }
 
     /// The request's shape for the trajectory: no value, ever.
@@ -252,10 +248,20 @@ pub fn parse_request(arguments: &str) -> Result<Request, String> {
             }
         }
         for (i, f) in obj["fields"].as_array().into_iter().flatten().enumerate() {
-            if f.as_object().is_some_and(|f| !f.contains_key("target")) {
-                return Err(format!(
-                    "`fields[{i}].target` is missing (null for the focused field)"
-                ));
+            match f.as_object().map(|f| f.get("target")) {
+                Some(None) => {
+                    return Err(format!(
+                        "`fields[{i}].target` is missing: name the input's ref from read_page or find"
+                    ));
+                }
+                Some(Some(Value::Null)) => {
+                    return Err(format!(
+                        "`fields[{i}].target` is null: sign-in values go only into page inputs the \
+                         browser tools bound, never into whatever has the keyboard focus; name the \
+                         input's ref from read_page or find"
+                    ));
+                }
+                _ => {}
             }
         }
     }
@@ -290,31 +296,18 @@ pub fn parse_request(arguments: &str) -> Result<Request, String> {
             return Err(format!("`fields[{i}].id` repeats an earlier id"));
         }
         short(&format!("fields[{i}].label"), &f.label, MAX_LABEL_CHARS)?;
-        if let Some(t) = &f.target {
-            if t.is_empty() || t.len() > sandtop_protocol::browser::MAX_REF_BYTES {
-                return Err(format!(
-                    "`fields[{i}].target` must be an element ref of 1 to {} bytes",
-                    sandtop_protocol::browser::MAX_REF_BYTES
-                ));
-            }
-            if !targets.insert(t.as_str()) {
-                return Err(format!(
-                    "`fields[{i}].target` names the same input as an earlier field"
-                ));
-            }
+        let t = &f.target;
+        if t.is_empty() || t.len() > sandtop_protocol::browser::MAX_REF_BYTES {
+            return Err(format!(
+                "`fields[{i}].target` must be an element ref of 1 to {} bytes",
+                sandtop_protocol::browser::MAX_REF_BYTES
+            ));
         }
-    }
-    if !raw.fields.is_empty() && !targets.is_empty() && targets.len() != raw.fields.len() {
-        return Err(
-            "`fields[].target`: name the input of every field, or of none (the focused field of the desktop)"
-                .into(),
-        );
-    }
-    if targets.is_empty() && raw.fields.len() > 1 {
-        return Err(
-            "`fields`: without targets, one field per request (it goes into the focused field)"
-                .into(),
-        );
+        if !targets.insert(t.as_str()) {
+            return Err(format!(
+                "`fields[{i}].target` names the same input as an earlier field"
+            ));
+        }
     }
     if options.len() > MAX_OPTIONS {
         return Err(format!("`options`: at most {MAX_OPTIONS} options"));

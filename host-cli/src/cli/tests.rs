@@ -169,3 +169,44 @@ fn given_options_are_those_the_command_line_set() {
     let ids: Vec<&str> = g.iter().map(|g| g.id.as_str()).collect();
     assert_eq!(ids, ["task", "keep", "max_steps", "network"]);
 }
+
+/// Issue 31 item 5: every help text names only commands this binary has
+/// (`host-cli bench` exists only in a `--features bench` build): each
+/// command quoted as `` `host-cli WORD…` `` in the long help of every
+/// command starts with a command of this build.
+#[test]
+fn help_texts_name_only_commands_this_binary_has() {
+    fn helps(c: &mut clap::Command, out: &mut Vec<(String, String)>) {
+        out.push((c.get_name().to_string(), c.render_long_help().to_string()));
+        for s in c.get_subcommands_mut() {
+            helps(s, out);
+        }
+    }
+    let mut root = Cli::command();
+    root.build();
+    let mut all = Vec::new();
+    helps(&mut root, &mut all);
+    assert!(all.len() > 10, "{} help texts", all.len());
+    let mut named = 0;
+    for (cmd, text) in &all {
+        for (i, _) in text.match_indices("`host-cli ") {
+            let word: String = text[i + "`host-cli ".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '-')
+                .collect();
+            if word.is_empty() || word.starts_with('-') {
+                continue;
+            }
+            named += 1;
+            assert!(
+                root.find_subcommand(&word).is_some(),
+                "the help of `{cmd}` names `host-cli {word}`, which this build does not have:\n{}",
+                text[i..].chars().take(80).collect::<String>()
+            );
+        }
+    }
+    assert!(
+        named > 0,
+        "no help text names a command: the check saw nothing"
+    );
+}

@@ -232,6 +232,22 @@ impl Served {
         self.send(Event::Network { entry });
     }
 
+    /// A sign-in's values went into a page (which origin, which fields).
+    pub fn signed_in(
+        &self,
+        call_id: &str,
+        origin: &str,
+        fields: Vec<crate::control::wire::SignedInField>,
+        source: &str,
+    ) {
+        self.send(Event::SignedIn {
+            call_id: call_id.into(),
+            origin: origin.into(),
+            fields,
+            source: source.into(),
+        });
+    }
+
     /// How many viewers are connected.
     pub fn viewers(&self) -> usize {
         self.shared().viewers

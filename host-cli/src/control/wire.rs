@@ -97,6 +97,14 @@ pub struct LastCall {
     pub state: String,
 }
 
+/// One field a sign-in filled: the model's label and the field's kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignedInField {
+    pub label: String,
+    pub kind: String,
+}
+
 /// Run -> viewer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -124,6 +132,15 @@ pub enum Event {
     },
     /// An egress decision (the proxy's journal entry, as journaled).
     Network { entry: Value },
+    /// A sign-in's values went into a page: which origin got which fields,
+    /// and from where (`file`, `terminal`). Never a value; labels come
+    /// from the model (data).
+    SignedIn {
+        call_id: String,
+        origin: String,
+        fields: Vec<SignedInField>,
+        source: String,
+    },
     /// A question opened; sent on connect for every open one too.
     Question {
         id: u64,

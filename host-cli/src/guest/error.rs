@@ -169,6 +169,12 @@ pub enum GuestError {
         "{program} is not installed (Debian: apt-get install qemu-system-x86; macOS: brew install qemu)"
     )]
     NoQemu { program: String },
+    /// Started as root, host-cli could not tell QEMU's version, so not
+    /// how to make it drop root (it is not started as root without).
+    #[error(
+        "cannot tell the version of {program} (its --version said {said:?}); as root, host-cli          starts QEMU only with -run-with user= (QEMU 9.1 and later) or -runas, which need it"
+    )]
+    QemuVersion { program: String, said: String },
 }
 
 impl GuestError {

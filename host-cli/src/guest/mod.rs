@@ -21,6 +21,7 @@ pub mod limits;
 pub mod local;
 pub mod options;
 pub mod qemu;
+pub mod qemu_user;
 
 use std::future::Future;
 
@@ -380,24 +381,43 @@ pub async fn gc_folders(
                         Some("its VM is gone")
                     }
                 }
-                BackendKind::Docker => match docker {
-                    Some(b) if !b.alive(&dir, &rec).await => {
-                        if let Some(d) = rec.docker()
-                            && let Err(e) = b.remove(&d.container_id).await
-                        {
-                            report.failed(format!(
-                                "could not remove the container of session {}: {}",
-                                dir.name,
-                                e.chain()
-                            ));
-                            continue;
+                BackendKind::Docker => match (docker, rec.docker()) {
+                    (None, _) => None,
+                    (Some(b), d) => {
+                        let running = match d {
+                            Some(d) => b.running(&d.container_id).await,
+                            None => Ok(false),
+                        };
+                        match running {
+                            Ok(true) => None,
+                            // An engine that does not answer proves nothing.
+                            Err(e) => {
+                                report.done(format!(
+                                    "left session folder {} alone: its container cannot be checked ({})",
+                                    dir.name,
+                                    e.chain().lines().next().unwrap_or("")
+                                ));
+                                None
+                            }
+                            Ok(false) => {
+                                if let Some(d) = d
+                                    && let Err(e) = b.remove(&d.container_id).await
+                                {
+                                    report.failed(format!(
+                                        "could not remove the container of session {}: {}",
+                                        dir.name,
+                                        e.chain()
+                                    ));
+                                    continue;
+                                }
+                                Some("its container is gone")
+                            }
                         }
-                        Some("its container is gone")
                     }
-                    _ => None,
                 },
             },
-            Err(_) if dir.owner_alive() => None,
+            // Alive, or not to be told from here (another PID namespace).
+            Err(_) if dir.owner_state() != Some(false) => None,
             Err(_) => Some("it has no record and the host-cli that created it is gone"),
         };
         if let Some(why) = why {

@@ -4,7 +4,8 @@
 //! `make guest-vm` (guest-vm/build.sh) turns the container image into
 //! `rootfs.ext4` (attached read-only), `vmlinuz` and `initrd.img` in
 //! [`VmImage::dir`]. A session runs two processes of the invoking user,
-//! each leading its own process group:
+//! each leading its own process group (started by root, QEMU drops to the
+//! guest's uid: [`super::qemu_user`]):
 //!
 //! - `qemu-system-<arch> -nodefaults -no-user-config -display none -nic
 //!   none -sandbox on,...` with the accelerator [`Accel::pick`] chose,
@@ -22,7 +23,7 @@
 //! Inside, guest-vm/init mounts the root read-only and the writable places
 //! as size-capped tmpfs, and runs the same entry as the container.
 //!
-//! Size: ~725 lines, ~75 of them inline tests: what one VM session needs,
+//! Size: ~785 lines, ~100 of them inline tests: what one VM session needs,
 //! in order: the image, the accelerator (`Accel::pick` and its KVM probe),
 //! the limits, the command line, the `Backend` impl and the link's host
 //! end. If it grows, it becomes a folder like `docker/`, probe and link first.
@@ -34,6 +35,7 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, Signal};
 use sandtop_protocol::session;
 
+use super::qemu_user::RunAs;
 use super::{Backend, GuestError, Result, StartRequest};
 use crate::channel::{Channel, Connect, UnixConnector};
 use crate::secret::Secret;
@@ -98,7 +100,7 @@ impl Accel {
     /// still never get the kernel past its switch to long mode (seen here:
     /// no VT-x exposed to this machine, the VM spun at 100% CPU with an
     /// empty console).
-    pub fn pick(qemu: &Path, kernel: &Path) -> (Accel, Option<String>) {
+    pub fn pick(qemu: &Path, kernel: &Path, run_as: Option<RunAs>) -> (Accel, Option<String>) {
         if cfg!(target_os = "macos") {
             return (Accel::Hvf, None);
         }
@@ -117,7 +119,7 @@ impl Accel {
         {
             return tcg(format!("/dev/kvm is not usable ({e})"));
         }
-        match kvm_probe(qemu, kernel) {
+        match kvm_probe(qemu, kernel, run_as) {
             Ok(()) => (Accel::Kvm, None),
             Err(e) => tcg(format!("KVM does not work here ({e})")),
         }
@@ -138,7 +140,8 @@ const KVM_PROBE_TIMEOUT: Duration = Duration::from_secs(6);
 
 /// Boots `kernel` under KVM (no disk, no initrd, no network, the serial
 /// port on a pipe) until it prints `Linux version`, then stops QEMU.
-fn kvm_probe(qemu: &Path, kernel: &Path) -> Result<(), String> {
+/// Started as root, it drops as the session's QEMU does.
+fn kvm_probe(qemu: &Path, kernel: &Path, run_as: Option<RunAs>) -> Result<(), String> {
     use std::io::Read as _;
     let machine = if std::env::consts::ARCH == "aarch64" {
         "virt"
@@ -162,6 +165,7 @@ fn kvm_probe(qemu: &Path, kernel: &Path) -> Result<(), String> {
             "-nic",
             "none",
         ])
+        .args(run_as.as_ref().map(RunAs::args).unwrap_or_default())
         .args(["-serial", "stdio", "-no-reboot", "-kernel"])
         .arg(kernel)
         .args(["-append", console])
@@ -270,6 +274,8 @@ pub struct QemuBackend {
     /// How long `start` waits for the daemon (default: by accelerator,
     /// [`ready_timeout`]).
     pub ready_timeout: Option<Duration>,
+    /// The ids QEMU drops to when host-cli runs as root.
+    pub run_as: Option<RunAs>,
 }
 
 /// `qemu-system-<arch>` for this machine.
@@ -286,7 +292,8 @@ impl QemuBackend {
         let Some(qemu) = super::local::which(&program) else {
             return Err(GuestError::NoQemu { program });
         };
-        let (accel, why) = Accel::pick(&qemu, &image.kernel());
+        let run_as = super::qemu_user::for_this_process(&qemu)?;
+        let (accel, why) = Accel::pick(&qemu, &image.kernel(), run_as);
         if let Some(why) = why {
             eprintln!("host-cli: {why}");
         }
@@ -298,6 +305,7 @@ impl QemuBackend {
             probe: std::env::var_os("SANDTOP_VM_PROBE").is_some_and(|v| v == "1"),
             cpu: std::env::var("SANDTOP_QEMU_CPU").unwrap_or_else(|_| default_cpu(accel).into()),
             ready_timeout: None,
+            run_as,
         })
     }
 
@@ -333,11 +341,23 @@ impl QemuBackend {
             "none",
         ]);
         // QEMU's own seccomp filter: no obsolete system calls, no setuid,
-        // no fork/exec, no scheduler or resource changes.
-        push(&[
-            "-sandbox",
-            "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-        ]);
+        // no fork/exec, no scheduler or resource changes. Started as root,
+        // QEMU drops to the guest's ids, which takes the set*uid calls
+        // `elevateprivileges=deny` forbids (super::qemu_user).
+        match self.run_as {
+            None => push(&[
+                "-sandbox",
+                "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+            ]),
+            Some(r) => {
+                push(&[
+                    "-sandbox",
+                    "on,obsolete=deny,spawn=deny,resourcecontrol=deny",
+                ]);
+                let [flag, ids] = r.args();
+                push(&[&flag, &ids]);
+            }
+        }
         let machine = match (std::env::consts::ARCH, self.accel) {
             ("aarch64", _) => format!("virt,accel={}", self.accel.as_str()),
             (_, accel) => format!("q35,accel={}", accel.as_str()),
@@ -466,6 +486,10 @@ async fn end(rec: &QemuRecord, dir: &SessionDir, grace: Duration) {
 
 impl Backend for QemuBackend {
     async fn start(&self, dir: &SessionDir, req: &StartRequest) -> Result<SessionRecord> {
+        if self.run_as.is_some() {
+            // QEMU will run as the guest's uid: no host account may have it.
+            super::ids::check_guest_ids_unused()?;
+        }
         let mut qemu = std::process::Command::new(&self.qemu);
         qemu.args(self.args(dir, req));
         // Both outlive this command (init reaps them); while it waits
@@ -661,6 +685,7 @@ mod tests {
             probe: false,
             cpu: default_cpu(accel).into(),
             ready_timeout: None,
+            run_as: None,
         }
     }
 
@@ -702,10 +727,40 @@ mod tests {
         }
         assert!(!joined.contains("token"), "{joined}");
         assert!(!joined.contains("-netdev") && !joined.contains("virtio-net"));
+        assert!(!joined.contains("-runas") && !joined.contains("-run-with"));
         let a = backend(Accel::Kvm).args(&dir, &req("allow:https://a.test"));
         let joined = a.join(" ");
         assert!(joined.contains("accel=kvm") && joined.contains("-cpu host"));
         assert!(joined.contains("sandtop.egress=proxy"));
+    }
+
+    /// Started as root, QEMU drops to the guest's ids with the option of
+    /// its version, and its seccomp filter lets it make that drop.
+    #[test]
+    fn as_root_qemu_drops_to_the_guests_ids() {
+        let dir = SessionDir {
+            name: "s1".into(),
+            path: PathBuf::from("/state/s1"),
+        };
+        let ids = format!(
+            "{}:{}",
+            super::super::ids::GUEST_UID,
+            super::super::ids::GUEST_GID
+        );
+        for (version, want) in [
+            ((7, 2), format!("-runas {ids}")),
+            ((9, 1), format!("-run-with user={ids}")),
+        ] {
+            let mut b = backend(Accel::Tcg);
+            b.run_as = Some(RunAs::guest(version));
+            let joined = b.args(&dir, &req("none")).join(" ");
+            assert!(joined.contains(&want), "{want}: {joined}");
+            assert!(
+                joined.contains("-sandbox on,obsolete=deny,spawn=deny,resourcecontrol=deny "),
+                "{joined}"
+            );
+            assert!(!joined.contains("elevateprivileges"), "{joined}");
+        }
     }
 
     #[test]

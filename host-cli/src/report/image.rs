@@ -68,9 +68,11 @@ pub fn png_file(dir: &Path, name: &str) -> Result<Embedded, String> {
     embed(&img)
 }
 
+/// A plain name of `dir`, read only if it is a regular file (never
+/// through a symbolic link: [`super::files`]).
 fn read(dir: &Path, name: &str) -> Result<Vec<u8>, String> {
     let name = checked_name(name)?;
-    std::fs::read(dir.join(name)).map_err(|e| format!("reading {name}: {e}"))
+    super::files::read_regular(dir, name)
 }
 
 /// Scales `img` down to at most [`MAX_WIDTH`] wide and encodes it.

@@ -1,20 +1,20 @@
 //! Reading a run folder into steps.
 //!
-//! The trajectory is read through [`record::read_trajectory`], strictly
-//! (a line its kind does not describe is an error naming the line). Its
-//! `t_unix_ms` stamps, which that reader drops, are read from the same
-//! lines beside it. Step `n` is request `n`: what the model was shown
+//! The trajectory is read as a regular file ([`super::files`]) through
+//! [`record::parse_trajectory`], strictly (a line its kind does not
+//! describe is an error naming the line). Its `t_unix_ms` stamps, which
+//! that reader drops, are read from the same lines beside it. Step `n` is request `n`: what the model was shown
 //! (the last observation before it), what it answered, what became of its
 //! calls.
 
 use std::collections::BTreeMap;
-use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use sandtop_protocol::{ScaleMap, Timings};
 use serde_json::Value;
 
+use super::files;
 use crate::agent::diagnostics::Diagnostic;
 use crate::agent::exercise::Check;
 use crate::agent::record::{self, Entry, Finished, Started, UsageRecord};
@@ -77,17 +77,17 @@ pub struct Run {
 /// The entries of a trajectory with their `t_unix_ms`, when every line
 /// has one.
 fn entries_with_times(dir: &Path) -> anyhow::Result<Vec<(Entry, Option<u64>)>> {
-    let entries = record::read_trajectory(dir)?;
+    // Read once, as a regular file (never through a link).
+    let text = files::read_regular_text(dir, "trajectory.jsonl").map_err(anyhow::Error::msg)?;
     let path = dir.join("trajectory.jsonl");
-    let f = std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-    // The same lines `read_trajectory` took: non-empty, JSON.
+    let entries = record::parse_trajectory(text.as_bytes(), &path.display().to_string())?;
+    // The same lines `parse_trajectory` took: non-empty, JSON.
     let mut times = Vec::new();
-    for line in std::io::BufReader::new(f).lines() {
-        let line = line?;
+    for line in text.lines() {
         if line.trim().is_empty() {
             continue;
         }
-        if let Ok(v) = serde_json::from_str::<Value>(&line) {
+        if let Ok(v) = serde_json::from_str::<Value>(line) {
             times.push(v.get("t_unix_ms").and_then(Value::as_u64));
         }
     }
@@ -104,7 +104,7 @@ pub fn read(dir: &Path) -> anyhow::Result<Run> {
     if !meta.is_dir() {
         bail!("{} is not a folder (give a run folder)", dir.display());
     }
-    if !dir.join("trajectory.jsonl").is_file() {
+    if std::fs::symlink_metadata(dir.join("trajectory.jsonl")).is_err() {
         bail!(
             "{} is not a run folder: it has no trajectory.jsonl",
             dir.display()
@@ -233,9 +233,15 @@ fn step_of(e: &Entry) -> Option<u32> {
 }
 
 fn read_diagnostics(run: &mut Run) {
-    let path = run.dir.join("diagnostics.jsonl");
-    let Ok(text) = std::fs::read_to_string(&path) else {
+    if std::fs::symlink_metadata(run.dir.join("diagnostics.jsonl")).is_err() {
         return;
+    }
+    let text = match files::read_regular_text(&run.dir, "diagnostics.jsonl") {
+        Ok(t) => t,
+        Err(e) => {
+            run.warnings.push(e);
+            return;
+        }
     };
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {

@@ -13,9 +13,13 @@
 //! decoders, scaled to at most [`image::MAX_WIDTH`] wide and embedded as
 //! JPEG `data:` URIs; the page has no script, links nothing, and its
 //! Content-Security-Policy (`default-src 'none'; img-src data:;
-//! style-src 'unsafe-inline'`) forbids loading anything else.
+//! style-src 'unsafe-inline'`) forbids loading anything else. The run
+//! folder's files are read as regular files only ([`files`]): a symbolic
+//! link or a FIFO in a run folder from elsewhere is named in the report,
+//! never followed.
 
 mod events;
+mod files;
 mod html;
 mod image;
 mod load;
@@ -145,7 +149,9 @@ pub fn write_new(path: &Path, text: &str, force: bool) -> anyhow::Result<()> {
 /// The journal of the run's session, when the session's folder still
 /// exists.
 fn session_journal_of(run: &Path) -> Option<PathBuf> {
-    let entries = crate::agent::record::read_trajectory(run).ok()?;
+    let text = files::read_regular_text(run, "trajectory.jsonl").ok()?;
+    let entries =
+        crate::agent::record::parse_trajectory(text.as_bytes(), "trajectory.jsonl").ok()?;
     let session = entries.iter().find_map(|e| match e {
         crate::agent::record::Entry::RunStarted(s) => Some(s.session.clone()),
         _ => None,

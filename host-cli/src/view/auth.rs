@@ -16,16 +16,40 @@
 //!   SameSite=Strict, and the Origin check holds even where it could).
 //! - A view-only link's cookie gets the screen and the state, never the
 //!   controls: the server drops its commands.
+//! - The cookie alone is never enough for anything that matters. Cookies
+//!   do not isolate ports: the browser sends `sandtop_view_PORT` to every
+//!   server on 127.0.0.1, and a program there can replay it with any
+//!   `Origin` it likes. So each session also has a page key (another 256
+//!   bits) that only the view's own page holds: it is in the body of the
+//!   login answer alone (never in a URL, a cookie or any page `/` serves),
+//!   the page keeps it in its tab's `sessionStorage` (readable only by
+//!   script of this exact origin, port included) and sends it in the
+//!   WebSocket handshake (a `Sec-WebSocket-Protocol` entry
+//!   `sandtop-key.KEY`) and as the `Sandtop-Page-Key` header of the
+//!   snapshot. The WebSocket (frames, the run's state and questions,
+//!   answers, takeover, input) and the snapshot need cookie and key of the
+//!   same session; `/` and its two static assets need the cookie only
+//!   (they hold no secret and no state).
 
 use std::net::SocketAddr;
 use std::sync::Mutex;
 
 use http::HeaderMap;
 use http::header;
+use subtle::ConstantTimeEq as _;
 use zeroize::Zeroizing;
 
 /// The cookie's name, before `_PORT`.
 pub const COOKIE_PREFIX: &str = "sandtop_view";
+
+/// The header that carries the page key on an HTTP request.
+pub const PAGE_KEY_HEADER: &str = "sandtop-page-key";
+
+/// The WebSocket subprotocol the page asks for (and the server answers).
+pub const WS_PROTOCOL: &str = "sandtop-view";
+
+/// The prefix of the subprotocol entry that carries the page key.
+pub const WS_KEY_PREFIX: &str = "sandtop-key.";
 
 /// What a cookie grants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +71,11 @@ pub enum Refusal {
     NoSession,
     #[error("that link was already used or is not this view's")]
     BadToken,
+    #[error(
+        "only this view's own page may do that: the request carries no page key, or not this \
+         session's (the cookie alone is not enough)"
+    )]
+    NoPageKey,
 }
 
 /// A random value as 64 hex digits (256 bits from the OS).
@@ -56,13 +85,25 @@ pub fn random_hex() -> anyhow::Result<String> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
-/// Compares two secrets in time that depends only on their lengths.
+/// Compares two secrets in time that depends only on their lengths
+/// (`subtle`).
 fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+    bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
+/// One signed-in page: its cookie, its page key, what they grant.
+#[derive(Debug)]
+struct Session {
+    cookie: Zeroizing<String>,
+    page_key: Zeroizing<String>,
+    grant: Grant,
+}
+
+/// What a login hands out: the cookie's value and the page key.
+#[derive(Debug)]
+pub struct Login {
+    pub cookie: Zeroizing<String>,
+    pub page_key: Zeroizing<String>,
 }
 
 /// The view's secrets and its address.
@@ -72,8 +113,8 @@ pub struct Auth {
     grant: Grant,
     /// The login token, until it is spent.
     login: Mutex<Option<Zeroizing<String>>>,
-    /// Cookies handed out (one per login; a login token works once).
-    cookies: Mutex<Vec<(Zeroizing<String>, Grant)>>,
+    /// Sessions handed out (one per login; a login token works once).
+    sessions: Mutex<Vec<Session>>,
 }
 
 impl Auth {
@@ -88,7 +129,7 @@ impl Auth {
             addr,
             grant,
             login: Mutex::new(Some(Zeroizing::new(random_hex()?))),
-            cookies: Mutex::new(Vec::new()),
+            sessions: Mutex::new(Vec::new()),
         })
     }
 
@@ -130,15 +171,21 @@ impl Auth {
         }
     }
 
-    /// Spends the login token: the cookie value to set, or a refusal.
-    pub fn login(&self, token: &str) -> Result<String, Refusal> {
+    /// Spends the login token: the cookie value to set and the page key
+    /// to hand the page, or a refusal.
+    pub fn login(&self, token: &str) -> Result<Login, Refusal> {
         let mut login = lock(&self.login);
         match login.as_deref() {
             Some(t) if same(t, token) => {
                 *login = None;
-                let cookie = random_hex().map_err(|_| Refusal::BadToken)?;
-                lock(&self.cookies).push((Zeroizing::new(cookie.clone()), self.grant));
-                Ok(cookie)
+                let cookie = Zeroizing::new(random_hex().map_err(|_| Refusal::BadToken)?);
+                let page_key = Zeroizing::new(random_hex().map_err(|_| Refusal::BadToken)?);
+                lock(&self.sessions).push(Session {
+                    cookie: cookie.clone(),
+                    page_key: page_key.clone(),
+                    grant: self.grant,
+                });
+                Ok(Login { cookie, page_key })
             }
             _ => Err(Refusal::BadToken),
         }
@@ -149,10 +196,30 @@ impl Auth {
         format!("{COOKIE_PREFIX}_{}", self.addr.port())
     }
 
-    /// What the request's cookie grants.
+    /// What the request's cookie grants: enough for the page and its
+    /// static assets only (see [`Auth::page_session`]).
     pub fn session(&self, headers: &HeaderMap) -> Result<Grant, Refusal> {
+        self.with_session(headers, |s| s.grant)
+    }
+
+    /// What the request grants when it carries both the cookie and the
+    /// page key of one session: the WebSocket and the snapshot. A valid
+    /// cookie without its key is [`Refusal::NoPageKey`].
+    pub fn page_session(&self, headers: &HeaderMap, key: Option<&str>) -> Result<Grant, Refusal> {
+        self.with_session(headers, |s| {
+            key.is_some_and(|k| same(&s.page_key, k)).then_some(s.grant)
+        })?
+        .ok_or(Refusal::NoPageKey)
+    }
+
+    /// `f` of the session the request's cookie names.
+    fn with_session<T>(
+        &self,
+        headers: &HeaderMap,
+        f: impl FnOnce(&Session) -> T,
+    ) -> Result<T, Refusal> {
         let ours = self.cookie_name();
-        let cookies = lock(&self.cookies);
+        let sessions = lock(&self.sessions);
         for v in headers.get_all(header::COOKIE) {
             let Ok(v) = v.to_str() else { continue };
             for pair in v.split(';') {
@@ -162,8 +229,8 @@ impl Auth {
                 if name != ours {
                     continue;
                 }
-                if let Some((_, g)) = cookies.iter().find(|(c, _)| same(c, value)) {
-                    return Ok(*g);
+                if let Some(s) = sessions.iter().find(|s| same(&s.cookie, value)) {
+                    return Ok(f(s));
                 }
             }
         }
@@ -177,6 +244,36 @@ impl Auth {
             self.cookie_name()
         )
     }
+}
+
+/// The page key of an HTTP request (its one `Sandtop-Page-Key` header).
+pub fn header_key(headers: &HeaderMap) -> Option<&str> {
+    let mut keys = headers.get_all(PAGE_KEY_HEADER).iter();
+    match (keys.next(), keys.next()) {
+        (Some(k), None) => k.to_str().ok(),
+        _ => None,
+    }
+}
+
+/// The page key of a WebSocket handshake: the one `sandtop-key.KEY`
+/// entry of `Sec-WebSocket-Protocol`, offered beside [`WS_PROTOCOL`].
+pub fn ws_key(headers: &HeaderMap) -> Option<&str> {
+    let mut key = None;
+    let mut ours = false;
+    for v in headers.get_all(header::SEC_WEBSOCKET_PROTOCOL) {
+        let v = v.to_str().ok()?;
+        for p in v.split(',').map(str::trim) {
+            if p == WS_PROTOCOL {
+                ours = true;
+            } else if let Some(k) = p.strip_prefix(WS_KEY_PREFIX) {
+                if key.is_some() {
+                    return None;
+                }
+                key = Some(k);
+            }
+        }
+    }
+    key.filter(|_| ours)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -255,9 +352,15 @@ mod tests {
         let link = a.link();
         let token = link.split("t=").nth(1).unwrap().to_string();
         assert_eq!(token.len(), 64);
-        assert_eq!(a.login("0".repeat(64).as_str()), Err(Refusal::BadToken));
-        let cookie = a.login(&token).unwrap();
-        assert_eq!(a.login(&token), Err(Refusal::BadToken), "spent");
+        assert_eq!(
+            a.login("0".repeat(64).as_str()).unwrap_err(),
+            Refusal::BadToken
+        );
+        let login = a.login(&token).unwrap();
+        assert_eq!(a.login(&token).unwrap_err(), Refusal::BadToken, "spent");
+        let cookie = login.cookie.as_str();
+        assert_eq!(login.page_key.len(), 64);
+        assert_ne!(login.page_key.as_str(), cookie);
         let h = headers(&[("cookie", &format!("other=1; sandtop_view_4567={cookie}"))]);
         assert_eq!(a.session(&h), Ok(Grant::Control));
         let h = headers(&[("cookie", &format!("sandtop_view_4567={}", "f".repeat(64)))]);
@@ -267,17 +370,89 @@ mod tests {
         assert_eq!(a.session(&h), Err(Refusal::NoSession));
         assert_eq!(a.session(&headers(&[])), Err(Refusal::NoSession));
         assert_eq!(
-            a.set_cookie(&cookie),
+            a.set_cookie(cookie),
             format!("sandtop_view_4567={cookie}; HttpOnly; SameSite=Strict; Path=/")
         );
+    }
+
+    #[test]
+    fn the_cookie_alone_is_not_a_page_session() {
+        let a = auth();
+        let token = a.link().split("t=").nth(1).unwrap().to_string();
+        let login = a.login(&token).unwrap();
+        let (cookie, key) = (login.cookie.as_str(), login.page_key.as_str());
+        let with_cookie = headers(&[("cookie", &format!("sandtop_view_4567={cookie}"))]);
+        assert_eq!(a.page_session(&with_cookie, Some(key)), Ok(Grant::Control));
+        // The cookie a server on another port saw, without the key.
+        assert_eq!(a.page_session(&with_cookie, None), Err(Refusal::NoPageKey));
+        for wrong in ["", "f", &"f".repeat(64), cookie, &key[..63]] {
+            assert_eq!(
+                a.page_session(&with_cookie, Some(wrong)),
+                Err(Refusal::NoPageKey),
+                "{wrong}"
+            );
+        }
+        // The key without the cookie is not a session either.
+        assert_eq!(
+            a.page_session(&headers(&[]), Some(key)),
+            Err(Refusal::NoSession)
+        );
+        let bad_cookie = headers(&[("cookie", &format!("sandtop_view_4567={key}"))]);
+        assert_eq!(
+            a.page_session(&bad_cookie, Some(key)),
+            Err(Refusal::NoSession)
+        );
+    }
+
+    #[test]
+    fn the_page_key_is_read_from_its_header_and_the_websocket_protocols() {
+        let k = "ab".repeat(32);
+        assert_eq!(
+            header_key(&headers(&[("sandtop-page-key", &k)])),
+            Some(k.as_str())
+        );
+        assert_eq!(header_key(&headers(&[])), None);
+        let two = headers(&[("sandtop-page-key", &k), ("sandtop-page-key", "x")]);
+        assert_eq!(header_key(&two), None, "two keys are none");
+        let offer = format!("sandtop-view, sandtop-key.{k}");
+        assert_eq!(
+            ws_key(&headers(&[("sec-websocket-protocol", &offer)])),
+            Some(k.as_str())
+        );
+        // Split over two headers, in either order.
+        let split = headers(&[
+            ("sec-websocket-protocol", &format!("sandtop-key.{k}")),
+            ("sec-websocket-protocol", "sandtop-view"),
+        ]);
+        assert_eq!(ws_key(&split), Some(k.as_str()));
+        for bad in [
+            format!("sandtop-key.{k}"),
+            "sandtop-view".to_string(),
+            format!("sandtop-view, sandtop-key.{k}, sandtop-key.{k}"),
+            String::new(),
+        ] {
+            assert_eq!(
+                ws_key(&headers(&[("sec-websocket-protocol", &bad)])),
+                None,
+                "{bad}"
+            );
+        }
+        assert_eq!(ws_key(&headers(&[])), None);
     }
 
     #[test]
     fn a_view_only_link_grants_view_only() {
         let a = Auth::new("127.0.0.1:4567".parse().unwrap(), Grant::ViewOnly).unwrap();
         let token = a.link().split("t=").nth(1).unwrap().to_string();
-        let cookie = a.login(&token).unwrap();
-        let h = headers(&[("cookie", &format!("sandtop_view_4567={cookie}"))]);
+        let login = a.login(&token).unwrap();
+        let h = headers(&[(
+            "cookie",
+            &format!("sandtop_view_4567={}", login.cookie.as_str()),
+        )]);
         assert_eq!(a.session(&h), Ok(Grant::ViewOnly));
+        assert_eq!(
+            a.page_session(&h, Some(&login.page_key)),
+            Ok(Grant::ViewOnly)
+        );
     }
 }

@@ -125,6 +125,15 @@ impl Hub {
                         c.network.drain(..n - NETWORK_KEPT);
                     }
                 }
+                // Kept with the network decisions: a page that connects
+                // later still sees which origin got which fields.
+                Event::SignedIn { .. } => {
+                    c.network.push(e.clone());
+                    let n = c.network.len();
+                    if n > NETWORK_KEPT {
+                        c.network.drain(..n - NETWORK_KEPT);
+                    }
+                }
                 Event::Acted { .. } | Event::Refused { .. } => {}
             }
         }

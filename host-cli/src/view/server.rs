@@ -1,11 +1,13 @@
 //! The view's HTTP side (axum) and its WebSocket (tokio-tungstenite over
 //! hyper's upgrade; no framing of ours).
 //!
-//! Routes: `/login?t=TOKEN` (spends the token, sets the cookie, redirects
-//! to `/`), `/` and its two assets (embedded in the binary), `/ws` (frames
-//! and events out, commands in), `/snapshot.png` (a full-resolution PNG
-//! on demand). Every request passes [`super::auth`]: the Host first, then
-//! the cookie (and for `/ws` the Origin). Every answer carries a
+//! Routes: `/login?t=TOKEN` (spends the token, sets the cookie, answers
+//! the page with its page key in it), `/` and its two assets (embedded in
+//! the binary), `/ws` (frames and events out, commands in),
+//! `/snapshot.png` (a full-resolution PNG on demand). Every request
+//! passes [`super::auth`]: the Host first, then the cookie; `/ws` also
+//! the Origin and the page key (a subprotocol entry), `/snapshot.png`
+//! the page key (a header). Every answer carries a
 //! Content-Security-Policy that lets the page load only itself.
 
 use std::sync::Arc;
@@ -20,7 +22,7 @@ use futures_util::{SinkExt as _, StreamExt as _};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::Role;
 
-use super::auth::{Auth, Grant};
+use super::auth::{Auth, Grant, Refusal};
 use super::hub::Hub;
 use crate::control::wire::{Command, Event};
 
@@ -28,6 +30,10 @@ use crate::control::wire::{Command, Event};
 const INDEX: &str = include_str!("page/index.html");
 const APP_JS: &str = include_str!("page/app.js");
 const APP_CSS: &str = include_str!("page/app.css");
+
+/// The page's slot for its key: empty in the page `/` serves, filled in
+/// the login's answer only.
+const KEY_META: &str = "<meta name=\"sandtop-page-key\" content=\"\">";
 
 /// The largest message a page may send (a command; typed text is capped
 /// far below by the action limits).
@@ -126,16 +132,30 @@ async fn login(
         return plain(StatusCode::UNAUTHORIZED, "the link has no token");
     };
     match s.auth.login(&q.t) {
-        Ok(cookie) => (
-            StatusCode::SEE_OTHER,
+        // The page itself, with its key: the only answer that ever holds
+        // it (the page keeps it in sessionStorage and shows `/` in the
+        // address bar).
+        Ok(login) => (
             [
-                (header::SET_COOKIE, s.auth.set_cookie(&cookie)),
-                (header::LOCATION, "/".to_string()),
+                (header::SET_COOKIE, s.auth.set_cookie(&login.cookie)),
+                (header::CONTENT_TYPE, "text/html; charset=utf-8".to_string()),
             ],
+            page_with_key(&login.page_key),
         )
             .into_response(),
         Err(r) => plain(StatusCode::UNAUTHORIZED, &r.to_string()),
     }
+}
+
+/// The page with `key` in its key slot (64 hex digits, from
+/// [`super::auth::random_hex`]: nothing to escape).
+fn page_with_key(key: &str) -> String {
+    debug_assert!(key.bytes().all(|b| b.is_ascii_hexdigit()));
+    INDEX.replacen(
+        KEY_META,
+        &format!("<meta name=\"sandtop-page-key\" content=\"{key}\">"),
+        1,
+    )
 }
 
 async fn index() -> Response {
@@ -154,7 +174,16 @@ async fn app_css() -> Response {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], APP_CSS).into_response()
 }
 
-async fn snapshot(State(s): State<Arc<ViewState>>) -> Response {
+/// The snapshot: the screen, so the page key is needed (a header the
+/// page's own script adds; a cross-origin script cannot without a CORS
+/// preflight, which this server never grants).
+async fn snapshot(State(s): State<Arc<ViewState>>, headers: HeaderMap) -> Response {
+    if let Err(r) = s
+        .auth
+        .page_session(&headers, super::auth::header_key(&headers))
+    {
+        return plain(StatusCode::FORBIDDEN, &r.to_string());
+    }
     match (s.snapshot)().await {
         Ok(png) => (
             [
@@ -174,14 +203,19 @@ async fn snapshot(State(s): State<Arc<ViewState>>) -> Response {
     }
 }
 
-/// The WebSocket upgrade: the Origin must be ours; the handshake's answer
-/// is tungstenite's, the frames are tokio-tungstenite's.
+/// The WebSocket upgrade: the Origin must be ours, and the cookie and
+/// the page key (a `Sec-WebSocket-Protocol` entry) one session's; the
+/// handshake's answer is tungstenite's, the frames are tokio-tungstenite's.
 async fn ws(State(s): State<Arc<ViewState>>, mut req: Request) -> Response {
     if let Err(r) = s.auth.check_origin(req.headers()) {
         return plain(StatusCode::FORBIDDEN, &r.to_string());
     }
-    let grant = match s.auth.session(req.headers()) {
+    let grant = match s
+        .auth
+        .page_session(req.headers(), super::auth::ws_key(req.headers()))
+    {
         Ok(g) => g,
+        Err(r @ Refusal::NoPageKey) => return plain(StatusCode::FORBIDDEN, &r.to_string()),
         Err(r) => return plain(StatusCode::UNAUTHORIZED, &r.to_string()),
     };
     let Some(accept) = upgrade_key(req.headers()) else {
@@ -216,6 +250,11 @@ async fn ws(State(s): State<Arc<ViewState>>, mut req: Request) -> Response {
             (
                 header::SEC_WEBSOCKET_ACCEPT,
                 HeaderValue::from_str(&accept).unwrap_or(HeaderValue::from_static("")),
+            ),
+            // The protocol the page asked for (never the key entry).
+            (
+                header::SEC_WEBSOCKET_PROTOCOL,
+                HeaderValue::from_static(super::auth::WS_PROTOCOL),
             ),
         ],
     )
@@ -330,8 +369,21 @@ fn refusal(what: &str, why: &str) -> String {
 }
 
 #[cfg(test)]
+mod page_key_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_page_has_one_empty_key_slot_and_the_login_fills_it() {
+        assert_eq!(INDEX.matches(KEY_META).count(), 1);
+        let key = "0a".repeat(32);
+        let page = page_with_key(&key);
+        assert!(!page.contains(KEY_META));
+        assert_eq!(page.matches(key.as_str()).count(), 1);
+        assert!(page.contains(&format!("content=\"{key}\"")));
+    }
 
     #[test]
     fn an_upgrade_needs_every_header_and_gets_the_rfc_accept_key() {

@@ -47,6 +47,12 @@ struct FakePages {
     download: Option<(String, Vec<u8>)>,
     /// What set_file answers instead of setting the file.
     set_file_error: Option<ErrorCode>,
+    /// The URL policy each call arrived with, by member (issue 30).
+    policies: Vec<(String, Option<Vec<String>>)>,
+    /// Labels the page has changed, by field (issue 30 item 4).
+    labels: std::collections::BTreeMap<&'static str, String>,
+    /// A relabelling the page does right after it has been read.
+    relabel_after_read: Option<(&'static str, String)>,
 }
 
 /// A browser whose one page is a contact form: Name, Email (textboxes),
@@ -92,12 +98,43 @@ impl FakeBrowser {
         p.tabs[a].generation += 1;
     }
 
+    /// The page navigates by itself to `url` (another origin, say).
+    fn navigate_itself_to(&self, url: &str) {
+        self.navigate_itself();
+        let mut p = lock(&self.0);
+        let a = p.active;
+        p.tabs[a].url = url.into();
+    }
+
+    /// The URL policy each call arrived with, by member.
+    fn policies(&self) -> Vec<(String, Option<Vec<String>>)> {
+        lock(&self.0).policies.clone()
+    }
+
+    /// The page gives `field` another label (its ref stays the same).
+    fn relabel(&self, field: &'static str, label: &str) {
+        lock(&self.0).labels.insert(field, label.into());
+    }
+
     fn break_state(&self) {
         lock(&self.0).broken_state = true;
     }
 
     fn signed_in(&self) -> Vec<(String, String)> {
         lock(&self.0).signed_in.clone()
+    }
+}
+
+/// The ref a call acts on, if any.
+fn call_target(call: &BrowserCall) -> Option<&str> {
+    match call {
+        BrowserCall::Click { target, .. }
+        | BrowserCall::Hover { target, .. }
+        | BrowserCall::ScrollTo { target, .. }
+        | BrowserCall::SelectOption { target, .. }
+        | BrowserCall::SetChecked { target, .. } => Some(target),
+        BrowserCall::Type { target, .. } => target.as_deref(),
+        _ => None,
     }
 }
 
@@ -192,21 +229,27 @@ impl FakePages {
         Ok(out)
     }
 
-    fn read(&self, tab: usize) -> BrowserRead {
+    /// One field as a read reports it now.
+    fn element(&self, tab: usize, id: &str) -> ReadElement {
         let g = self.tabs[tab].generation;
+        let (id, label, role) = FIELDS.iter().find(|(f, _, _)| *f == id).unwrap();
+        ReadElement {
+            reference: format!("g{g}-{id}"),
+            role: *role,
+            label: self.labels.get(id).cloned().unwrap_or((*label).into()),
+            value: (*role == ReadRole::Textbox).then(String::new),
+            options: None,
+            checked: None,
+        }
+    }
+
+    fn read(&self, tab: usize) -> BrowserRead {
         BrowserRead {
             version: 1,
             text: "Contact us\nName Email Submit".into(),
             elements: FIELDS
                 .iter()
-                .map(|(id, label, role)| ReadElement {
-                    reference: format!("g{g}-{id}"),
-                    role: *role,
-                    label: (*label).into(),
-                    value: (*role == ReadRole::Textbox).then(String::new),
-                    options: None,
-                    checked: None,
-                })
+                .map(|(id, _, _)| self.element(tab, id))
                 .collect(),
             omitted: Vec::new(),
             scopes: None,
@@ -217,13 +260,30 @@ impl FakePages {
         let tab = self.tab(call.tab_id())?;
         Ok(match call {
             BrowserCall::Navigate { url, .. } => {
+                // `/redirect` answers a redirect to another origin.
+                let url = match url.strip_suffix("/redirect") {
+                    Some(_) => format!("{ELSEWHERE}/form"),
+                    None => url.clone(),
+                };
                 self.tabs[tab].url = url.clone();
                 self.tabs[tab].generation += 1;
                 self.effects.push(format!("navigate {url}"));
                 BrowserOutcome::Done
             }
             BrowserCall::ReadPage { .. } | BrowserCall::Find { .. } => {
-                BrowserOutcome::Read(self.read(tab))
+                let read = self.read(tab);
+                if let Some((field, label)) = self.relabel_after_read.take() {
+                    self.labels.insert(field, label);
+                }
+                BrowserOutcome::Read(read)
+            }
+            BrowserCall::DescribeTarget { target, .. } => {
+                let field = self.field(tab, target)?;
+                BrowserOutcome::Read(BrowserRead {
+                    text: String::new(),
+                    elements: vec![self.element(tab, field)],
+                    ..self.read(tab)
+                })
             }
             BrowserCall::GetPageText { .. } => BrowserOutcome::Read(BrowserRead {
                 elements: Vec::new(),
@@ -348,6 +408,69 @@ impl Backend for FakeBrowser {
         })
     }
 
+    /// As the driver does with the host's URL policy: a member that acts
+    /// on the page only while the page's origin is in it, a navigation
+    /// that ends outside it reported (`out_of_policy`).
+    fn request<'a>(
+        &'a self,
+        request: &'a sandtop_protocol::BrowserRequest,
+    ) -> BackendFuture<'a, BrowserReply> {
+        Box::pin(async move {
+            let call = &request.call;
+            let mut p = lock(&self.0);
+            p.calls.push(call.member().to_string());
+            p.policies
+                .push((call.member().to_string(), request.url_policy.clone()));
+            let inside = |p: &FakePages| {
+                let tab = call
+                    .tab_id()
+                    .and_then(|id| p.tabs.iter().position(|t| t.id == id))
+                    .unwrap_or(p.active);
+                let url = &p.tabs[tab].url;
+                request.url_policy.as_ref().is_none_or(|origins| {
+                    origins.iter().any(|o| {
+                        url.strip_prefix(o.as_str())
+                            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+                    })
+                })
+            };
+            let acts = !matches!(
+                call,
+                BrowserCall::Navigate { .. }
+                    | BrowserCall::NewTab { .. }
+                    | BrowserCall::SwitchTab { .. }
+                    | BrowserCall::CloseTab { .. }
+                    | BrowserCall::ReadPage { .. }
+                    | BrowserCall::GetPageText { .. }
+                    | BrowserCall::Find { .. }
+                    | BrowserCall::Screenshot { .. }
+                    | BrowserCall::DescribeTarget { .. }
+                    | BrowserCall::RemoveDownload { .. }
+            );
+            if acts && !inside(&p) {
+                return Err(err(ErrorCode::OutOfPolicy, "outside the url policy"));
+            }
+            // The target as approved, as the driver checks it (item 4).
+            if let (Some(expect), Some(target)) = (&request.expect, call_target(call)) {
+                let tab = p.tab(call.tab_id())?;
+                let field = p.field(tab, target)?;
+                let now = p.element(tab, field);
+                if now.role != expect.role || now.label != expect.label {
+                    return Err(err(ErrorCode::StaleTarget, "the target changed"));
+                }
+            }
+            let outcome = p.run(call)?;
+            if matches!(call, BrowserCall::Navigate { .. }) && !inside(&p) {
+                return Err(err(ErrorCode::OutOfPolicy, "the navigation ended outside"));
+            }
+            Ok(BrowserReply {
+                outcome,
+                state: p.state(),
+                elapsed_ms: 1,
+            })
+        })
+    }
+
     fn state(&self) -> BackendFuture<'_, BrowserState> {
         Box::pin(async move {
             let mut p = lock(&self.0);
@@ -426,6 +549,8 @@ impl Operator for BrowserOp {
 }
 
 const ORIGIN: &str = "http://127.0.0.1:8080";
+/// Where the fake's `/redirect` leads: another origin.
+const ELSEWHERE: &str = "http://127.0.0.1.evil.test:8080";
 
 async fn browser_rig(browser: &FakeBrowser) -> Rig {
     let key = new_key();
@@ -1111,4 +1236,6 @@ async fn b11_opt_in_members_are_offered_only_when_added_and_confirmed_like_any_a
 }
 
 mod files;
+mod policy;
+mod relabel;
 mod sign_in;

@@ -70,6 +70,7 @@ use serde_json::{Value, json};
 
 mod browser;
 mod control;
+mod functions;
 mod screen;
 
 // ---------------------------------------------------------------------
@@ -3028,10 +3029,7 @@ async fn ask_user_questions_reach_the_operator_and_answers_go_back_by_call_id() 
     let rig = Rig::new().await;
     rig.mock.push_all([
         Reply::output(vec![ask_user("call_ask_1", "Which name should I use?")]),
-        Reply::output(vec![
-            ask_user("call_ask_2", "And the password?"),
-            function_call("call_fn", "delete_files", &json!({"path": "/"})),
-        ]),
+        Reply::output(vec![ask_user("call_ask_2", "And the colour?")]),
         // Rule 20: beside the computer tool in the same response.
         Reply::output(vec![
             computer_call("call_c", vec![click(10, 20)]),
@@ -3053,11 +3051,7 @@ async fn ask_user_questions_reach_the_operator_and_answers_go_back_by_call_id() 
     let texts: Vec<&str> = questions.iter().map(|q| q.0).collect();
     assert_eq!(
         texts,
-        [
-            "Which name should I use?",
-            "And the password?",
-            "Submit now?"
-        ]
+        ["Which name should I use?", "And the colour?", "Submit now?"]
     );
     // Calls run in the order of the response: the click before the question.
     assert_eq!(questions[1].1.actions, 0);
@@ -3083,12 +3077,6 @@ async fn ask_user_questions_reach_the_operator_and_answers_go_back_by_call_id() 
         json!({"answer": "Ada Lovelace"})
     );
     assert!(function_output(&reqs[2], "call_ask_2")["error"].is_string());
-    assert!(
-        function_output(&reqs[2], "call_fn")["error"]
-            .as_str()
-            .unwrap()
-            .contains("unknown function")
-    );
     assert_eq!(
         function_output(&reqs[3], "call_ask_3"),
         json!({"answer": "yes"})

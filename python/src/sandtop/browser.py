@@ -70,6 +70,7 @@ def error_text(code: str) -> str:
         "stale_target": "The target is stale: it is not on the tab's current page (or is hidden). Read the page again.",
         "not_actionable": "The target cannot take this action.",
         "no_such_tab": "No open tab has this id.",
+        "out_of_policy": "The tab's page is not on an origin of the URL policy (a redirect or the page's own navigation can take it there); nothing was done on it. Navigate to an allowed origin first.",
         "wait_timed_out": "The text did not appear within the timeout.",
         "invalid_action": "Browser argument has an invalid value.",
         "bad_request": "Browser argument has an invalid value.",

@@ -11,12 +11,12 @@
 //! The host-side attempts run in a child process of this test binary (the
 //! "host probe", [`host_probe`]) started with another uid and gid and no
 //! supplementary groups (std's `CommandExt::uid`/`gid`, which drop them
-//! when the parent is root); the same probe run as root is the control
-//! that shows each attempt can succeed.
-
-use std::os::unix::process::CommandExt as _;
+//! when the parent is root), from a copy every uid may execute wherever
+//! the checkout is (`sandtop_testkit::other_uid`); the same probe run as
+//! root is the control that shows each attempt can succeed.
 
 use sandtop_protocol::session;
+use sandtop_testkit::other_uid::Runnable;
 
 use super::*;
 
@@ -46,17 +46,22 @@ pub fn host_probe(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Runs the host probe as `uid:gid` (`None`: as this process).
+/// Runs the host probe as `uid:gid` (`None`: as this process). Another
+/// uid runs a [`Runnable`] copy of this binary: it may not reach the
+/// build folder (issue 32).
 fn run_host_probe(ids: Option<(u32, u32)>, ops: &[String]) -> anyhow::Result<Vec<Value>> {
-    let exe = std::env::current_exe()?;
-    let mut cmd = std::process::Command::new(exe);
+    let copy;
+    let mut cmd = match ids {
+        Some((u, g)) => {
+            copy = Runnable::current_exe().context("a copy of the test binary")?;
+            copy.command_as(u, g)
+        }
+        None => std::process::Command::new(std::env::current_exe()?),
+    };
     cmd.args(ops)
         .env(HOST_PROBE_ENV, "1")
         .current_dir("/")
         .stdin(std::process::Stdio::null());
-    if let Some((u, g)) = ids {
-        cmd.uid(u).gid(g);
-    }
     let out = cmd.output().context("running the host probe")?;
     ensure!(
         out.status.success(),
@@ -374,19 +379,44 @@ async fn labelled_container(
     Ok(id)
 }
 
+/// [`labelled_container`], then stopped: a session whose guest is gone
+/// (issue 30 item 6: a stopped container is what proves it, not a folder
+/// gc cannot see).
+async fn stopped_container(
+    ctx: &Ctx,
+    name: &str,
+    folder: &Path,
+    owner_uid: u32,
+    host: Option<&str>,
+) -> anyhow::Result<String> {
+    let id = labelled_container(ctx, name, folder, owner_uid, host).await?;
+    ctx.backend
+        .docker()
+        .stop_container(
+            &id,
+            Some(
+                bollard::query_parameters::StopContainerOptionsBuilder::new()
+                    .t(0)
+                    .build(),
+            ),
+        )
+        .await?;
+    Ok(id)
+}
+
 /// `host-cli guest gc --json` run as `uid` (primary group: the engine
 /// socket's group, so that it may use Docker, and nothing else) with
-/// `state` as its state directory: its report lines.
+/// `state` as its state directory: its report lines. It runs a
+/// [`Runnable`] copy of host-cli (issue 32).
 fn gc_as(ctx: &Ctx, uid: u32, docker_gid: u32, state: &Path) -> anyhow::Result<Vec<String>> {
-    let mut cmd = std::process::Command::new(&ctx.host_cli);
+    let copy = Runnable::of(&ctx.host_cli).context("a copy of host-cli")?;
+    let mut cmd = copy.command_as(uid, docker_gid);
     cmd.args(["guest", "gc", "--json"])
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("SANDTOP_STATE_DIR", state)
         .current_dir("/")
-        .stdin(std::process::Stdio::null())
-        .uid(uid)
-        .gid(docker_gid);
+        .stdin(std::process::Stdio::null());
     if let Some(h) = std::env::var_os("DOCKER_HOST") {
         cmd.env("DOCKER_HOST", h);
     }
@@ -432,81 +462,164 @@ pub async fn gc_removes_only_what_its_own_user_left(ctx: Arc<Ctx>) -> anyhow::Re
     let (b_state, b_store) = store_of(b)?;
     let run = &ctx.run;
     let mut ids: Vec<(String, String)> = Vec::new();
-    let result = async {
-        let a_live = live_session(&ctx, &a_store, a, format!("e2e-{run}-a-live")).await?;
-        ids.push(("a-live".into(), a_live.clone()));
-        let b_live = live_session(&ctx, &b_store, b, format!("e2e-{run}-b-live")).await?;
-        ids.push(("b-live".into(), b_live.clone()));
-        // A dead session of each user (its folder is gone), and one of
-        // another host.
-        let gone = |state: &Path, n: &str| state.join("sessions").join(n);
-        let n = format!("e2e-{run}-a-dead");
-        let a_dead = labelled_container(&ctx, &n, &gone(&a_state, &n), a, None).await?;
-        ids.push(("a-dead".into(), a_dead.clone()));
-        let n = format!("e2e-{run}-b-dead");
-        let b_dead = labelled_container(&ctx, &n, &gone(&b_state, &n), b, None).await?;
-        ids.push(("b-dead".into(), b_dead.clone()));
-        let n = format!("e2e-{run}-far");
-        let far = labelled_container(
-            &ctx,
-            &n,
-            &gone(&a_state, &n),
-            a,
-            Some("machine-id:0123456789abcdef"),
-        )
-        .await?;
-        ids.push(("far".into(), far.clone()));
-        for (state, uid) in [(&a_state, a), (&b_state, b)] {
-            chown_tree(state, uid)?;
+    let result =
+        async {
+            let a_live = live_session(&ctx, &a_store, a, format!("e2e-{run}-a-live")).await?;
+            ids.push(("a-live".into(), a_live.clone()));
+            let b_live = live_session(&ctx, &b_store, b, format!("e2e-{run}-b-live")).await?;
+            ids.push(("b-live".into(), b_live.clone()));
+            // A dead session of each user (its guest stopped, its folder is
+            // gone), and one of another host.
+            let gone = |state: &Path, n: &str| state.join("sessions").join(n);
+            let n = format!("e2e-{run}-a-dead");
+            let a_dead = stopped_container(&ctx, &n, &gone(&a_state, &n), a, None).await?;
+            ids.push(("a-dead".into(), a_dead.clone()));
+            let n = format!("e2e-{run}-b-dead");
+            let b_dead = stopped_container(&ctx, &n, &gone(&b_state, &n), b, None).await?;
+            ids.push(("b-dead".into(), b_dead.clone()));
+            // A's session whose guest runs but whose folder A's gc cannot see
+            // (as from another mount namespace): not proven gone (issue 30
+            // item 6).
+            let n = format!("e2e-{run}-a-unseen");
+            let a_unseen = labelled_container(&ctx, &n, &gone(&a_state, &n), a, None).await?;
+            ids.push(("a-unseen".into(), a_unseen.clone()));
+            let n = format!("e2e-{run}-far");
+            let far = labelled_container(
+                &ctx,
+                &n,
+                &gone(&a_state, &n),
+                a,
+                Some("machine-id:0123456789abcdef"),
+            )
+            .await?;
+            ids.push(("far".into(), far.clone()));
+            for (state, uid) in [(&a_state, a), (&b_state, b)] {
+                chown_tree(state, uid)?;
+            }
+            // A's gc: only a-dead goes.
+            let lines = gc_as(&ctx, a, docker_gid, &a_state)?;
+            println!("  gc as uid {a}: {lines:?}");
+            ensure!(
+                !exists(&ctx, &a_dead).await,
+                "a-dead is still there: {lines:?}"
+            );
+            for (what, id) in [
+                ("a-live", &a_live),
+                ("a-unseen", &a_unseen),
+                ("b-live", &b_live),
+                ("b-dead", &b_dead),
+                ("far", &far),
+            ] {
+                ensure!(exists(&ctx, id).await, "A's gc removed {what}: {lines:?}");
+            }
+            ensure!(
+                lines.iter().any(|l| l.contains("-a-unseen) alone: it runs")
+                    && l.contains("not visible from here")),
+                "{lines:?}"
+            );
+            ensure!(
+                lines
+                    .iter()
+                    .any(|l| l.contains("-b-live) alone: it belongs to uid 1001")),
+                "{lines:?}"
+            );
+            ensure!(
+                lines
+                    .iter()
+                    .any(|l| l.contains("-far) alone: it belongs to another host")),
+                "{lines:?}"
+            );
+            // B's gc: only b-dead goes.
+            let lines = gc_as(&ctx, b, docker_gid, &b_state)?;
+            println!("  gc as uid {b}: {lines:?}");
+            ensure!(
+                !exists(&ctx, &b_dead).await,
+                "b-dead is still there: {lines:?}"
+            );
+            for (what, id) in [("a-live", &a_live), ("b-live", &b_live), ("far", &far)] {
+                ensure!(exists(&ctx, id).await, "B's gc removed {what}: {lines:?}");
+            }
+            ensure!(
+                a_store.get(&format!("e2e-{run}-a-live")).is_ok(),
+                "A's folder"
+            );
+            anyhow::Ok(())
         }
-        // A's gc: only a-dead goes.
-        let lines = gc_as(&ctx, a, docker_gid, &a_state)?;
-        println!("  gc as uid {a}: {lines:?}");
-        ensure!(
-            !exists(&ctx, &a_dead).await,
-            "a-dead is still there: {lines:?}"
-        );
-        for (what, id) in [
-            ("a-live", &a_live),
-            ("b-live", &b_live),
-            ("b-dead", &b_dead),
-            ("far", &far),
-        ] {
-            ensure!(exists(&ctx, id).await, "A's gc removed {what}: {lines:?}");
-        }
-        ensure!(
-            lines
-                .iter()
-                .any(|l| l.contains("-b-live) alone: it belongs to uid 1001")),
-            "{lines:?}"
-        );
-        ensure!(
-            lines
-                .iter()
-                .any(|l| l.contains("-far) alone: it belongs to another host")),
-            "{lines:?}"
-        );
-        // B's gc: only b-dead goes.
-        let lines = gc_as(&ctx, b, docker_gid, &b_state)?;
-        println!("  gc as uid {b}: {lines:?}");
-        ensure!(
-            !exists(&ctx, &b_dead).await,
-            "b-dead is still there: {lines:?}"
-        );
-        for (what, id) in [("a-live", &a_live), ("b-live", &b_live), ("far", &far)] {
-            ensure!(exists(&ctx, id).await, "B's gc removed {what}: {lines:?}");
-        }
-        ensure!(
-            a_store.get(&format!("e2e-{run}-a-live")).is_ok(),
-            "A's folder"
-        );
-        anyhow::Ok(())
-    }
-    .await;
+        .await;
     for (_, id) in &ids {
         let _ = ctx.backend.remove(id).await;
     }
     result
+}
+
+/// Issue 32: the cases above run programs of the build folder as other
+/// uids; they pass from a checkout in a private folder (mode 0700, as
+/// `/root` is, or a `mktemp -d` folder), run as root as CI runs. The
+/// checkout's build folder is this run's: its test binary and host-cli
+/// linked (or copied, across filesystems) into
+/// `PRIVATE/checkout/target/debug/` as cargo lays them out, so no second
+/// build is needed; each case runs in a child run of that copy.
+pub async fn the_other_uid_cases_pass_from_a_checkout_in_a_private_folder(
+    ctx: Arc<Ctx>,
+) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    if !rustix::process::geteuid().is_root() {
+        println!("  SKIP: the cases it runs need root");
+        return Ok(());
+    }
+    let private = tempfile::Builder::new()
+        .prefix("sandtop-e2e-private-")
+        .tempdir()?;
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700))?;
+    let debug = private.path().join("checkout/target/debug");
+    std::fs::create_dir_all(debug.join("deps"))?;
+    let me = std::env::current_exe()?;
+    let place = |src: &Path, dst: &Path| -> anyhow::Result<()> {
+        if std::fs::hard_link(src, dst).is_err() {
+            std::fs::copy(src, dst)
+                .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
+        }
+        Ok(())
+    };
+    let copy = debug
+        .join("deps")
+        .join(me.file_name().context("no file name")?);
+    place(&me, &copy)?;
+    place(&ctx.host_cli, &debug.join("host-cli"))?;
+    ensure!(
+        !sandtop_testkit::other_uid::searchable_by_all(&debug),
+        "{} is reachable by every uid: not the case to test",
+        debug.display()
+    );
+    for case in [
+        "other_host_users_cannot_reach_a_guest",
+        "gc_removes_only_what_its_own_user_left",
+    ] {
+        let out = tokio::process::Command::new(&copy)
+            .args(["--exact", case])
+            .current_dir(private.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .context("running the copy")?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ensure!(
+            out.status.success()
+                && text.contains(&format!("test {case} ..."))
+                && text.contains("test result: ok. 1 passed")
+                && text.contains("e2e result: ok"),
+            "{case} from {}: {}\n{text}",
+            copy.display(),
+            out.status
+        );
+        ensure!(!text.contains("SKIP"), "{case} skipped:\n{text}");
+        println!("  {case}: ok from {}", copy.display());
+    }
+    Ok(())
 }
 
 /// Whether a container exists.

@@ -496,7 +496,6 @@ fn sign_in_on_the_terminal_reads_each_value_with_echo_off() {
     let answer = a.sign_in(&SignInPrompt {
         call_id: "call_1",
         request: &req,
-        screenshot: None,
     });
     lock(a.terminal.as_ref().unwrap()).say("<end>");
     let shown = far.join().unwrap();
@@ -534,7 +533,6 @@ fn sign_in_on_the_terminal_reads_each_value_with_echo_off() {
     let answer = a.sign_in(&SignInPrompt {
         call_id: "call_2",
         request: &req,
-        screenshot: None,
     });
     lock(a.terminal.as_ref().unwrap()).say("<end>");
     far.join().unwrap();
@@ -543,7 +541,6 @@ fn sign_in_on_the_terminal_reads_each_value_with_echo_off() {
     let answer = Approvals::default().sign_in(&SignInPrompt {
         call_id: "call_3",
         request: &req,
-        screenshot: None,
     });
     assert!(matches!(answer, SignInAnswer::Decline { .. }));
 }

@@ -34,6 +34,32 @@ fn members_defaults_selection_and_refusals() {
 
     let few = Toolset::new(Some(&s(&["read_page", "click"])), None, None, &[]).unwrap();
     assert_eq!(few.members(), ["read_page", "click"]);
+    // The toolset's order, not the operator's (seed row F14).
+    let reordered = Toolset::new(
+        Some(&s(&["run_script", "click", "find", "read_page"])),
+        None,
+        None,
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        reordered.members(),
+        ["read_page", "find", "click", "run_script"]
+    );
+    let names: Vec<String> = reordered
+        .tools()
+        .iter()
+        .map(|x| x["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "browser_read_page",
+            "browser_find",
+            "browser_click",
+            "browser_run_script"
+        ]
+    );
     let none = Toolset::new(Some(&[]), None, None, &[]).unwrap();
     assert!(none.tools().is_empty());
 

@@ -27,8 +27,8 @@ pub struct RunArgs {
     /// Offer the browser tools (`browser_<member>`, over the guest's
     /// Firefox): refs instead of pixels. Alone it means `--tool browser`:
     /// no screenshot goes to the model unless it asks for one, so a step
-    /// costs far fewer input tokens (`host-cli bench --browser`); give
-    /// `--tool both` when the task also needs the desktop.
+    /// costs far fewer input tokens (BENCHMARKS.md, "The form task");
+    /// give `--tool both` when the task also needs the desktop.
     #[arg(long)]
     pub browser: bool,
     /// Offer only these browser members (comma-separated; an empty value
@@ -124,14 +124,16 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_ask_user: bool,
     /// Do not offer the model the request_sign_in tool (offered with the
-    /// browser tools, and with the computer tool alone when --credentials
-    /// is given).
+    /// browser tools: values go only into page inputs the browser driver
+    /// binds, never typed at the desktop's keyboard focus).
     #[arg(long, conflicts_with = "credentials")]
     pub no_sign_in: bool,
     /// Sign-in values for the request_sign_in tool: a JSON file keyed by
     /// exact origin (`{"https://example.com": {"email": "..", "password":
     /// ".."}}`), mode 0600 and owned by you. Without an entry for the
     /// origin, the terminal is asked (echo off); with neither, declined.
+    /// Needs the browser tools (--tool browser or both); the terminal and
+    /// the view are told which origin got which fields.
     #[arg(long, value_name = "FILE")]
     pub credentials: Option<PathBuf>,
     /// Send the task without a screenshot of the desktop: the model asks

@@ -178,8 +178,8 @@ pub(super) async fn exercise_on(
     };
     let _lock = lock_session(dir)?;
     let mut channel = guest::open_channel(dir, rec).await?;
-    let run = run_dir(store, a.record.clone(), &rec.name);
-    let mut recorder = Recorder::create(&run)?;
+    let mut recorder = create_run(store, a.record.clone(), &rec.name)?;
+    let run = recorder.dir().to_path_buf();
     let (mut model, opts) = exercise_setup(a.browser, false, pace)?;
     if pace == Pace::Emulated {
         eprintln!(

@@ -145,3 +145,35 @@ fn image_data_never_reaches_the_trajectory() {
     let s = strip_images(&v).to_string();
     assert!(!s.contains("base64"), "{s}");
 }
+
+/// Issue 31 item 3: runs of one session started in one second (one
+/// base name) each get a folder of their own, also when they race.
+#[test]
+fn runs_of_one_session_in_one_second_get_folders_of_their_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("runs/s1-1764522000");
+    let first = Recorder::create_unique(&base).unwrap();
+    let second = Recorder::create_unique(&base).unwrap();
+    assert_eq!(first.dir(), base);
+    assert_eq!(second.dir(), tmp.path().join("runs/s1-1764522000-2"));
+    let racers: Vec<_> = (0..8)
+        .map(|_| {
+            let base = base.clone();
+            std::thread::spawn(move || Recorder::create_unique(&base).unwrap().dir().to_owned())
+        })
+        .collect();
+    let mut dirs: Vec<_> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+    dirs.sort();
+    dirs.dedup();
+    assert_eq!(dirs.len(), 8, "two racers shared a folder: {dirs:?}");
+    for d in dirs
+        .iter()
+        .chain([&base, &tmp.path().join("runs/s1-1764522000-2")])
+    {
+        assert!(d.join("trajectory.jsonl").is_file(), "{}", d.display());
+        let mode = std::fs::metadata(d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", d.display());
+    }
+    // An explicit folder (`--record DIR`) is still taken as given or not at all.
+    assert!(Recorder::create(&base).is_err());
+}

@@ -9,11 +9,19 @@
 //! 4. a call after a failed browser call of the same response is answered
 //!    as skipped;
 //! 5. the arguments are checked, and a URL against the URL policy, before
-//!    any question;
+//!    any question; so is the tab a member acts on: its origin in the
+//!    state must be in the URL policy (a redirect or the page's own
+//!    navigation may have left it), else the call is refused unasked;
 //! 6. a state-changing member runs only after the operator approved it,
-//!    shown with the state before;
+//!    shown with the state before and its target as it is now: read again
+//!    just before asking (`describe_target`), and refused unasked as
+//!    changed when the last read the model saw named it with another role
+//!    or label (issue 30 item 4); the role and label shown go with the
+//!    call, and the daemon refuses it as stale if they changed meanwhile;
 //! 7. the daemon carries it out (ledger `pending` first for a
-//!    state-changing member), re-resolving the target on the current page;
+//!    state-changing member), re-resolving the target on the current page
+//!    and checking the URL policy (sent with the call) in the document it
+//!    acts on, at execution (`out_of_policy`: nothing done there);
 //! 8. the result is validated for its member, and the state after it (also
 //!    after a failure) goes back with it.
 //!
@@ -26,6 +34,7 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use base64::Engine as _;
+use sandtop_protocol::browser::ExpectedTarget;
 use sandtop_protocol::{BrowserCall, BrowserOutcome, ErrorCode};
 use serde_json::{Value, json};
 
@@ -260,10 +269,59 @@ impl Runner<'_> {
                 .file_call(step, call_id, member, &prepared, before, kinds, started)
                 .await;
         }
-        // 6. Approval of a state-changing member.
+        // 5b. A page outside the URL policy: refused before any question.
+        if Toolset::acts_on_page(member)
+            && !toolset.page_allowed(
+                &before,
+                prepared.call.as_ref().and_then(BrowserCall::tab_id),
+            )
+        {
+            self.browser_diagnostic(step, call_id, member, "approval", "out_of_policy", started);
+            self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
+            let out = tools::output(
+                call_id,
+                Some(before),
+                Err(tools::OUT_OF_POLICY.into()),
+                None,
+            );
+            return Ok(Ok((out, false)));
+        }
+        // 6. Approval of a state-changing member, its target read again
+        // right before asking.
         let changes = Toolset::needs_approval(member);
+        let mut expect = None;
         if changes {
-            let description = tools::prompt(&prepared, &before, self.last_read.as_ref());
+            let mut shown = None;
+            if let Some(target) = prepared.arguments.get("target").and_then(Value::as_str) {
+                let tab_id = prepared.call.as_ref().and_then(BrowserCall::tab_id);
+                match self
+                    .describe_target(call_id, &toolset, tab_id, target)
+                    .await
+                {
+                    Err(stop) => return Ok(Err(stop)),
+                    Ok(Err(text)) => {
+                        self.browser_diagnostic(
+                            step,
+                            call_id,
+                            member,
+                            "approval",
+                            "stale_target",
+                            started,
+                        );
+                        self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
+                        let out = tools::output(call_id, Some(before), Err(text), None);
+                        return Ok(Ok((out, false)));
+                    }
+                    Ok(Ok(el)) => {
+                        expect = serde_json::from_value::<ExpectedTarget>(
+                            json!({"role": el["role"], "label": el["label"]}),
+                        )
+                        .ok();
+                        shown = Some(json!({"elements": [el]}));
+                    }
+                }
+            }
+            let description = tools::prompt(&prepared, &before, shown.as_ref());
             match self.ask_browser(step, call_id, member, false, &description)? {
                 Err(stop) => return Ok(Err(stop)),
                 Ok(false) => {
@@ -289,12 +347,50 @@ impl Runner<'_> {
                 true,
             )));
         };
-        self.run_browser_call(step, call_id, member, &call, changes, kinds)
+        self.run_browser_call(step, call_id, member, &call, changes, kinds, expect)
             .await
     }
 
-    /// Sends one approved call and answers it with its result and the
-    /// state after it.
+    /// The call's target read again now, in the tab's current document
+    /// (issue 30 item 4): `Ok(Ok(element))` to show the operator, or
+    /// `Ok(Err(text))` for the model when it is stale, changed since the
+    /// last read the model saw, or unreadable; `Err` when the run ends.
+    async fn describe_target(
+        &mut self,
+        call_id: &str,
+        toolset: &Toolset,
+        tab_id: Option<&str>,
+        target: &str,
+    ) -> Result<Result<Value, String>, Stop> {
+        let request = toolset.request(BrowserCall::DescribeTarget {
+            tab_id: tab_id.map(str::to_string),
+            target: target.to_string(),
+        });
+        let r = tokio::select! {
+            r = self.channel.browser_request(&request) => r,
+            ending = halted(&self.interrupt, self.deadline) => {
+                return Err((ending, format!("the run stopped while the target of browser call {call_id} was read")));
+            }
+        };
+        match r {
+            Ok(reply) => match &reply.outcome {
+                BrowserOutcome::Read(read) => {
+                    Ok(tools::current_target(read, target, self.last_read.as_ref()))
+                }
+                _ => Ok(Err("Browser read report failed.".into())),
+            },
+            Err(ChannelError::Daemon { body, .. }) => Ok(Err(tools::error_text(body.code).into())),
+            Err(e) => Err((
+                Ending::Failed,
+                format!("browser call {call_id}: its target could not be read again ({e})"),
+            )),
+        }
+    }
+
+    /// Sends one approved call (with the target's role and label as
+    /// approved, `expect`) and answers it with its result and the state
+    /// after it.
+    #[allow(clippy::too_many_arguments)]
     async fn run_browser_call(
         &mut self,
         step: u32,
@@ -303,6 +399,7 @@ impl Runner<'_> {
         call: &BrowserCall,
         changes: bool,
         kinds: Vec<String>,
+        expect: Option<ExpectedTarget>,
     ) -> anyhow::Result<Answered> {
         if changes {
             self.recorder.ledger(
@@ -312,9 +409,14 @@ impl Runner<'_> {
                 json!({"browser_member": member}),
             )?;
         }
+        let mut request = match &self.opts.browser {
+            Some(toolset) => toolset.request(call.clone()),
+            None => sandtop_protocol::BrowserRequest::plain(call.clone()),
+        };
+        request.expect = expect;
         let t = Instant::now();
         let r = tokio::select! {
-            r = self.channel.browser_call(call) => r,
+            r = self.channel.browser_request(&request) => r,
             ending = halted(&self.interrupt, self.deadline) => {
                 Err(ChannelError::Http(format!("stopped ({ending:?}) while the browser call ran")))
             }
@@ -364,10 +466,10 @@ impl Runner<'_> {
                     Ok(s) => s,
                     Err(stop) => return Ok(Err(stop)),
                 };
-                let reason = if body.code == ErrorCode::StaleTarget {
-                    "stale_target"
-                } else {
-                    "driver_failed"
+                let reason = match body.code {
+                    ErrorCode::StaleTarget => "stale_target",
+                    ErrorCode::OutOfPolicy => "out_of_policy",
+                    _ => "driver_failed",
                 };
                 self.browser_diagnostic(step, call_id, member, "action", reason, t);
                 self.show_call(step, call_id, kinds, CallState::Failed, daemon_ms);

@@ -2,14 +2,17 @@
 //! after the arguments were checked (step 5 of a browser call):
 //!
 //! 1. the grant must exist for the member's kind and be unused, else the
-//!    call is refused (`refused`/`none`) and no one is asked;
+//!    call is refused (`refused`/`none`) and no one is asked; so is a call
+//!    while the active tab's origin is outside the URL policy (issue 30);
 //! 2. the operator confirms, shown the grant id and the host file or
 //!    directory (a browser confirmation never replaces this one: there is
 //!    no other);
 //! 3. the grant is used up (whatever follows) and its file or directory
 //!    checked again (same file, same limits);
 //! 4. upload: the file's basename and bytes go to the daemon (`SetFile`),
-//!    which sets them on the page's one file input; the guest's copy
+//!    with the URL policy, which it checks in the document whose file
+//!    input it finds, in the same evaluation, and sets them on the page's
+//!    one file input; the guest's copy
 //!    stays while the page may read it (`cleanup: pending`; it goes with
 //!    the browser's profile). Download: the daemon's newest complete
 //!    download (`TakeDownload`) is written into the directory as a new
@@ -68,8 +71,12 @@ fn refusal_text(kind: GrantKind, code: ErrorCode) -> &'static str {
 
 impl Runner<'_> {
     async fn send_file_call(&mut self, call: &BrowserCall) -> Sent {
+        let request = match &self.opts.browser {
+            Some(toolset) => toolset.request(call.clone()),
+            None => sandtop_protocol::BrowserRequest::plain(call.clone()),
+        };
         let r = tokio::select! {
-            r = self.channel.browser_call(call) => r,
+            r = self.channel.browser_request(&request) => r,
             ending = halted(&self.interrupt, self.deadline) => return Sent::Halted(ending),
         };
         match r {
@@ -116,6 +123,18 @@ impl Runner<'_> {
                 return Ok(Ok((out, false)));
             }
         };
+        // A page outside the URL policy gets no file: refused unasked.
+        if !toolset.page_allowed(&before, None) {
+            self.browser_diagnostic(step, call_id, member, "approval", "out_of_policy", started);
+            self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
+            let out = tools::file_output(
+                call_id,
+                Some(before),
+                FileOutcome::refused(),
+                Some(tools::OUT_OF_POLICY),
+            );
+            return Ok(Ok((out, false)));
+        }
         // 2. The operator's confirmation, with the host side shown.
         let description = format!(
             "{}\n  {}",

@@ -1,29 +1,35 @@
 //! One `request_sign_in` call in the loop ([`crate::agent::sign_in`]):
 //!
-//! 1. the arguments are checked exactly ([`sign_in::parse_request`]);
+//! 1. the arguments are checked exactly ([`sign_in::parse_request`]): every
+//!    field names a page input by its ref;
 //! 2. the origin must be inside the URL policy (when there is one) and be
 //!    the active tab's origin, read from the browser's state now;
-//! 3. with page targets, the daemon checks every target on that tab
-//!    (`sign_in_check`) before anyone is asked;
+//! 3. the daemon checks every target on that tab (`sign_in_check`: the
+//!    document that holds it was loaded from the credential origin, and it
+//!    is an input of the field's kind) before anyone is asked, a
+//!    `--credentials` file included;
 //! 4. the operator answers ([`Operator::sign_in`]): a credentials file
 //!    entry, the terminal with echo off, or a refusal;
-//! 5. the values go in: with targets, by the daemon's `sign_in_fill`
-//!    (which checks everything again first); without, typed into the
-//!    desktop's focused field with no screenshot taken;
-//! 6. the model is told `submitted`, `declined` or `cancelled`; the
-//!    trajectory gets the request's shape and the outcome.
+//! 5. the values go in by the daemon's `sign_in_fill`, which checks
+//!    everything again first and types each value into its bound input
+//!    with the browser's own key input (never X11 keystrokes to whatever
+//!    has the focus: docs/security.md L14);
+//! 6. the operator is told which origin got which fields
+//!    ([`Operator::signed_in`]: the terminal and the view); the model is
+//!    told `submitted`, `declined` or `cancelled`; the trajectory gets the
+//!    request's shape and the outcome.
 //!
 //! A refusal goes back as an error naming what is wrong. Nothing is
 //! retried: a failed fill is `cancelled`, and the model may ask again.
 
 use std::time::Instant;
 
-use sandtop_protocol::sign_in::{Secret, SignInTarget, SignInValue};
-use sandtop_protocol::{Action, BatchRequest, BrowserCall, ErrorCode};
+use sandtop_protocol::sign_in::{SignInTarget, SignInValue};
+use sandtop_protocol::{BrowserCall, ErrorCode};
 use serde_json::json;
 
 use super::{Ending, Runner, Stop, halted};
-use crate::agent::approve::SignInPrompt;
+use crate::agent::approve::{SignInPrompt, SignedIn};
 use crate::agent::browser::{self as tools, url_origin};
 use crate::agent::diagnostics::Diagnostic;
 use crate::agent::record::Entry;
@@ -137,18 +143,10 @@ impl Runner<'_> {
                 req.origin
             )));
         }
-        let page = req.targets_page() && !req.fields.is_empty();
-        if page && self.opts.browser.is_none() {
+        if self.opts.browser.is_none() {
             return Ok(Ended::refused(
-                "`fields[].target` names page inputs, but this run has no browser tools; \
-                 give null targets to type into the focused field"
-                    .into(),
-            ));
-        }
-        if !page && !self.opts.computer && !req.fields.is_empty() {
-            return Ok(Ended::refused(
-                "`fields[].target` is null, but this run has no computer tool: name the inputs \
-                 by their refs from read_page or find"
+                "this run has no browser tools: sign-in values go only into page inputs the \
+                 browser tools bound, never into whatever has the keyboard focus"
                     .into(),
             ));
         }
@@ -188,7 +186,7 @@ impl Runner<'_> {
         }
         let tab_id = active.id.clone();
         let origin = req.origin.to_string();
-        if page {
+        if !req.fields.is_empty() {
             let check = BrowserCall::SignInCheck {
                 tab_id: Some(tab_id.clone()),
                 origin: origin.clone(),
@@ -196,7 +194,7 @@ impl Runner<'_> {
                     .fields
                     .iter()
                     .map(|f| SignInTarget {
-                        target: f.target.clone().unwrap_or_default(),
+                        target: f.target.clone(),
                         kind: f.kind,
                     })
                     .collect(),
@@ -207,14 +205,10 @@ impl Runner<'_> {
             }
         }
         // The operator.
-        let screenshot = (!page)
-            .then(|| self.last_file.as_ref().map(|f| self.recorder.dir().join(f)))
-            .flatten();
         let answer = super::blocking(|| {
             self.operator.sign_in(&SignInPrompt {
                 call_id,
                 request: req,
-                screenshot: screenshot.as_deref(),
             })
         });
         if let Some(ending) = self.halt_reason() {
@@ -252,26 +246,35 @@ impl Runner<'_> {
                 None,
             ));
         }
-        let filled = if page {
-            let fill = BrowserCall::SignInFill {
-                tab_id: Some(tab_id),
-                origin,
-                fields: values
-                    .into_iter()
-                    .filter_map(|(id, value)| {
-                        let f = req.fields.iter().find(|f| f.id == id)?;
-                        Some(SignInValue {
-                            target: f.target.clone()?,
-                            kind: f.kind,
-                            value,
-                        })
+        let filled_fields: Vec<&sign_in::Field> = values
+            .iter()
+            .filter_map(|(id, _)| req.fields.iter().find(|f| &f.id == id))
+            .collect();
+        let fill = BrowserCall::SignInFill {
+            tab_id: Some(tab_id),
+            origin,
+            fields: values
+                .into_iter()
+                .filter_map(|(id, value)| {
+                    let f = req.fields.iter().find(|f| f.id == id)?;
+                    Some(SignInValue {
+                        target: f.target.clone(),
+                        kind: f.kind,
+                        value,
                     })
-                    .collect(),
-            };
-            self.sign_in_daemon(call_id, &fill).await?
-        } else {
-            self.type_secret(call_id, values).await?
+                })
+                .collect(),
         };
+        let filled = self.sign_in_daemon(call_id, &fill).await?;
+        drop(fill);
+        if filled.is_ok() {
+            self.operator.signed_in(&SignedIn {
+                call_id,
+                origin: &req.origin,
+                fields: &filled_fields,
+                source,
+            });
+        }
         Ok(match filled {
             Ok(()) => Ended::answered(Status::Submitted, Some(source), option, None),
             Err(why) => Ended::answered(
@@ -305,7 +308,7 @@ impl Runner<'_> {
                     }
                     ErrorCode::InvalidAction => {
                         "a target is not an input for its field's type (a password only into a password input), \
-                         or the tab left the credential origin"
+                         or the page in the tab was not loaded from the credential origin"
                             .into()
                     }
                     code => tools::error_text(code).to_string(),
@@ -315,51 +318,6 @@ impl Runner<'_> {
                 Ending::Failed,
                 format!(
                     "sign-in request {call_id}: the daemon did not answer ({e}); what reached the page is unknown"
-                ),
-            )),
-        }
-    }
-
-    /// The desktop path: the one value typed into the focused field, with
-    /// no screenshot taken (the field may show it).
-    async fn type_secret(
-        &mut self,
-        call_id: &str,
-        values: Vec<(String, Secret)>,
-    ) -> Result<Result<(), String>, Stop> {
-        use zeroize::Zeroize as _;
-        let Some((_, value)) = values.into_iter().next() else {
-            return Ok(Ok(()));
-        };
-        let mut req = BatchRequest {
-            actions: vec![Action::Type {
-                text: value.expose().to_string(),
-            }],
-            screenshot: Default::default(),
-            expect_scale_map: None,
-            final_screenshot: false,
-        };
-        drop(value);
-        let r = tokio::select! {
-            r = self.channel.act(&req) => r,
-            ending = halted(&self.interrupt, self.deadline) => {
-                Err(ChannelError::Http(format!("stopped ({ending:?})")))
-            }
-        };
-        for a in &mut req.actions {
-            if let Action::Type { text } = a {
-                text.zeroize();
-            }
-        }
-        match r {
-            Ok(_) => Ok(Ok(())),
-            Err(ChannelError::Daemon { body, .. }) if body.code != ErrorCode::Timeout => {
-                Ok(Err(tools::error_text(body.code).to_string()))
-            }
-            Err(e) => Err((
-                self.halt_reason().unwrap_or(Ending::Failed),
-                format!(
-                    "sign-in request {call_id}: typing the value got no answer ({e}); what was typed is unknown"
                 ),
             )),
         }

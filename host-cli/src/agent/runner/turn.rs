@@ -142,15 +142,9 @@ impl Runner<'_> {
         arguments: &str,
     ) -> anyhow::Result<Value> {
         let output = if name == "ask_user" && self.opts.ask_user {
-            let question = serde_json::from_str::<Value>(arguments)
-                .ok()
-                .and_then(|v| {
-                    v.get("question")
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                })
-                .unwrap_or_default();
-            let answer = if question.trim().is_empty() {
+            // Checked before the response ran (`check_response`).
+            let question = ask_user_question(arguments).unwrap_or_default();
+            let answer = if asks_for_a_credential(&question) {
                 None
             } else {
                 blocking(|| self.operator.ask(&question))
@@ -163,6 +157,13 @@ impl Runner<'_> {
             })?;
             match answer {
                 Some(a) => json!({"answer": a}).to_string(),
+                None if asks_for_a_credential(&question) => json!({"error": if self.opts.sign_in {
+                    "ask_user never carries credentials: call request_sign_in, and the operator \
+                     enters them into the page without you seeing them"
+                } else {
+                    "ask_user never carries credentials, and this run offers no sign-in"
+                }})
+                .to_string(),
                 None => json!({"error": "the operator declined to answer"}).to_string(),
             }
         } else {
@@ -206,6 +207,7 @@ impl Runner<'_> {
                 }
                 OutputItem::ComputerCall { call_id, .. } if !self.opts.computer => {
                     return Err(Rejected::Refused(Refusal {
+                        function: false,
                         call_id: call_id.clone(),
                         index: None,
                         code: sandtop_protocol::ErrorCode::InvalidAction,
@@ -238,11 +240,33 @@ impl Runner<'_> {
                     call_id,
                     name,
                     arguments,
-                } => work.push(Work::Function {
-                    call_id: call_id.clone(),
-                    name: name.clone(),
-                    arguments: arguments.clone(),
-                }),
+                } => {
+                    // The seed stops the run on a function the run does not
+                    // offer and on `ask_user` arguments that do not parse
+                    // (docs/contract.md rule 13b), before anything runs.
+                    let refuse = |reason: String| {
+                        Rejected::Refused(Refusal {
+                            call_id: call_id.clone(),
+                            index: None,
+                            code: sandtop_protocol::ErrorCode::InvalidAction,
+                            reason,
+                            function: true,
+                        })
+                    };
+                    if name == "ask_user" && self.opts.ask_user {
+                        ask_user_question(arguments).map_err(refuse)?;
+                    } else if !(name == crate::agent::sign_in::TOOL && self.opts.sign_in) {
+                        return Err(refuse(format!(
+                            "{} is not a function this run offers",
+                            shown_name(name)
+                        )));
+                    }
+                    work.push(Work::Function {
+                        call_id: call_id.clone(),
+                        name: name.clone(),
+                        arguments: arguments.clone(),
+                    })
+                }
                 _ => {}
             }
         }
@@ -346,4 +370,79 @@ impl Runner<'_> {
             waited_ms: 0.0,
         }))
     }
+}
+
+/// The question of `ask_user`'s arguments: exactly `{"question": string}`,
+/// not empty. The error names what is wrong without quoting the model.
+fn ask_user_question(arguments: &str) -> Result<String, String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Args {
+        question: String,
+    }
+    let a: Args = serde_json::from_str(arguments).map_err(|e| {
+        format!(
+            "ask_user's arguments are not {{\"question\": string}} ({})",
+            if e.is_syntax() || e.is_eof() {
+                "not JSON"
+            } else {
+                "a missing, unknown or mistyped field"
+            }
+        )
+    })?;
+    if a.question.trim().is_empty() {
+        return Err("ask_user's question is empty".into());
+    }
+    Ok(a.question)
+}
+
+/// A function name from the model, quoted when it is a plain identifier
+/// of a sane length, else described.
+fn shown_name(name: &str) -> String {
+    if !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        format!("`{name}`")
+    } else {
+        "the function named in the call".into()
+    }
+}
+
+/// Whether a question asks the operator for a credential (a password, a
+/// one-time code, a key): those never travel through `ask_user`, whose
+/// answer the model reads (docs/security.md L14). By words, not a proof:
+/// it catches the model's plain request, and the prompt warns the
+/// operator besides.
+pub(crate) fn asks_for_a_credential(question: &str) -> bool {
+    let q = question.to_lowercase();
+    let phrase = [
+        "password",
+        "passwort",
+        "contraseña",
+        "senha",
+        "mot de passe",
+        "passcode",
+        "passphrase",
+        "one-time code",
+        "one time code",
+        "verification code",
+        "security code",
+        "two-factor",
+        "pin code",
+        "api key",
+        "secret key",
+        "private key",
+        "access token",
+        "credential",
+    ]
+    .iter()
+    .any(|w| q.contains(w));
+    // Short words only as whole words ("otp" is inside "footprint").
+    let word = q
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| matches!(w, "otp" | "totp" | "2fa" | "mfa" | "pin"));
+    phrase || word
 }

@@ -21,7 +21,6 @@ fn a_request_is_parsed_exactly() {
     let r = parse_request(&args(login(json!("http://127.0.0.1:8080")))).unwrap();
     assert_eq!(r.origin.to_string(), "http://127.0.0.1:8080");
     assert_eq!(r.fields.len(), 2);
-    assert!(r.targets_page());
     assert_eq!(r.fields_of(None).len(), 2);
     // The record's shape carries ids, labels and types, and no value slot.
     let shape = r.shape();
@@ -104,16 +103,15 @@ fn every_argument_rule_refuses_naming_its_field() {
                 v["fields"][1]["target"] = Value::Null;
                 v
             },
-            "name the input of every field, or of none",
+            "`fields[1].target` is null: sign-in values go only into page inputs",
         ),
         (
             {
                 let mut v = login(json!("https://example.com"));
-                v["fields"][0]["target"] = Value::Null;
-                v["fields"][1]["target"] = Value::Null;
+                v["fields"][0].as_object_mut().unwrap().remove("target");
                 v
             },
-            "one field per request",
+            "`fields[0].target` is missing",
         ),
         (
             {

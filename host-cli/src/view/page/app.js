@@ -1,7 +1,35 @@
 // Sandtop's live view. Everything shown that came from the run, the
 // model, the guest or a page is set as text (textContent), never as
 // markup. The page talks only to its own origin.
+//
+// The page key: the login's answer carries it in a meta tag (the page
+// `/` serves has it empty). It is kept in this tab's sessionStorage,
+// which only script of this exact origin (port included) can read, and
+// sent with the WebSocket handshake and the snapshot request: the view's
+// cookie reaches every port of 127.0.0.1, the key does not.
 "use strict";
+
+const KEY_ITEM = "sandtop-page-key";
+const pageKey = (() => {
+  const meta = document.querySelector('meta[name="sandtop-page-key"]');
+  const given = meta ? meta.getAttribute("content") : "";
+  if (meta) meta.remove();
+  if (given) {
+    try {
+      sessionStorage.setItem(KEY_ITEM, given);
+    } catch (e) {
+      // No storage: the key lives in this page only (a reload needs a new link).
+    }
+    // The address bar shows the page, not the spent login link.
+    history.replaceState(null, "", "/");
+    return given;
+  }
+  try {
+    return sessionStorage.getItem(KEY_ITEM) || "";
+  } catch (e) {
+    return "";
+  }
+})();
 
 const $ = (id) => document.getElementById(id);
 const view = {
@@ -19,6 +47,8 @@ const view = {
   queue: [],
   awaiting: false,
   questions: {},
+  hasKey: pageKey !== "",
+  snapshots: [],
 };
 window.sandtopView = view;
 
@@ -256,6 +286,11 @@ function onText(m) {
     case "network":
       onNetwork(m);
       break;
+    case "signed_in":
+      logLine("sign-in " + m.call_id + ": " + m.origin + " received " +
+        m.fields.map((f) => f.label + " (" + f.kind + ")").join(", ") +
+        " from the " + (m.source === "file" ? "--credentials file" : "terminal"));
+      break;
     case "frame":
       view.meta = m;
       break;
@@ -276,7 +311,13 @@ function onText(m) {
 }
 
 function connect() {
-  ws = new WebSocket("ws:" + "/" + "/" + location.host + "/ws");
+  if (!pageKey) {
+    $("link").textContent = "no key";
+    $("link").className = "badge bad";
+    logLine("This tab has no key to the view: use the tab where the link host-cli printed was opened, or start host-cli view again for a new link.");
+    return;
+  }
+  ws = new WebSocket("ws:" + "/" + "/" + location.host + "/ws", ["sandtop-view", "sandtop-key." + pageKey]);
   ws.binaryType = "blob";
   ws.addEventListener("open", () => {
     $("link").textContent = "live";
@@ -415,6 +456,33 @@ screen.addEventListener("keydown", (ev) => {
   enqueue({ type: "keypress", keys: keys });
 });
 
+// ---- the snapshot: fetched with the key, saved from a blob ----
+async function snapshot() {
+  try {
+    const r = await fetch("/snapshot.png", { headers: { "Sandtop-Page-Key": pageKey }, cache: "no-store" });
+    if (!r.ok) {
+      const why = await r.text();
+      view.snapshots.push({ ok: false, status: r.status });
+      logLine("no snapshot: " + why);
+      return;
+    }
+    const blob = await r.blob();
+    view.snapshots.push({ ok: true, status: r.status, bytes: blob.size, type: blob.type });
+    const url = URL.createObjectURL(blob);
+    const a = document.createElement("a");
+    a.href = url;
+    a.download = "sandtop-snapshot.png";
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
+  } catch (e) {
+    view.snapshots.push({ ok: false, status: 0 });
+    logLine("no snapshot: " + e);
+  }
+}
+
+$("snapshot").addEventListener("click", snapshot);
 $("take").addEventListener("click", () => send({ type: "take" }));
 $("give").addEventListener("click", () => {
   view.queue = [];

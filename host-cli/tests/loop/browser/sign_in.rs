@@ -3,7 +3,7 @@
 //! API and the real daemon API. A canary secret is searched for in
 //! everything the model and the run folder got.
 
-use host_cli::agent::approve::{Approvals, SignInPrompt};
+use host_cli::agent::approve::{Approvals, SignInPrompt, SignedIn};
 use host_cli::agent::sign_in::{Answer, Credentials};
 use sandtop_protocol::sign_in::Secret;
 
@@ -60,8 +60,8 @@ struct SignInOp {
     answers: VecDeque<Answer>,
     asked: usize,
     during: Option<During>,
-    /// The screenshot shown with each question (the desktop path).
-    shown: Vec<Option<PathBuf>>,
+    /// What the operator was told after each fill (one line each).
+    told: Vec<String>,
 }
 
 impl SignInOp {
@@ -72,7 +72,7 @@ impl SignInOp {
             answers: answers.into_iter().collect(),
             asked: 0,
             during: None,
-            shown: Vec::new(),
+            told: Vec::new(),
         }
     }
 }
@@ -89,13 +89,16 @@ impl Operator for SignInOp {
     }
     fn sign_in(&mut self, req: &SignInPrompt<'_>) -> Answer {
         self.asked += 1;
-        self.shown.push(req.screenshot.map(Path::to_path_buf));
+        let _ = req;
         if let Some(f) = self.during.as_mut() {
             f(&self.browser);
         }
         self.answers.pop_front().unwrap_or(Answer::Decline {
             why: "no answer left".into(),
         })
+    }
+    fn signed_in(&mut self, told: &SignedIn<'_>) {
+        self.told.push(told.line());
     }
     fn ask(&mut self, _question: &str) -> Option<String> {
         None
@@ -338,7 +341,7 @@ async fn s5_a_password_goes_only_into_a_password_input_and_an_answer_is_checked(
         .into(),
         asked: 0,
         during: None,
-        shown: Vec::new(),
+        told: Vec::new(),
     };
     let run = rig.run(sign_in_opts(&rig), &mut op).await;
     run.assert_ending(Ending::Finished);
@@ -362,14 +365,14 @@ async fn s5_a_password_goes_only_into_a_password_input_and_an_answer_is_checked(
 async fn s6_without_sign_in_the_tool_is_not_offered_and_a_call_is_unknown() {
     let fake = FakeBrowser::new(&format!("{ORIGIN}/login"));
     let rig = browser_rig(&fake).await;
-    rig.mock.push_all([
-        Reply::output(vec![sign_in_call("s7", json!(ORIGIN), 1)]),
-        Reply::done("ok"),
-    ]);
+    rig.mock
+        .push(Reply::output(vec![sign_in_call("s7", json!(ORIGIN), 1)]));
     let mut op = SignInOp::new(&fake, [submit()]);
     let run = rig.run(browser_opts(&rig), &mut op).await;
-    run.assert_ending(Ending::Finished);
+    // An unknown function stops the run before anything ran (rule 13b).
+    run.assert_ending(Ending::ActionFailed);
     let reqs = rig.mock.requests();
+    assert_eq!(reqs.len(), 1);
     assert!(
         !reqs[0].body["tools"]
             .as_array()
@@ -377,22 +380,30 @@ async fn s6_without_sign_in_the_tool_is_not_offered_and_a_call_is_unknown() {
             .iter()
             .any(|t| t["name"] == "request_sign_in")
     );
+    let refused = run.of_kind("refused");
     assert!(
-        result_of(&reqs[1], "s7")["error"]
+        refused[0]["reason"]
             .as_str()
             .unwrap()
-            .contains("unknown function")
+            .contains("`request_sign_in` is not a function this run offers"),
+        "{refused:?}"
     );
     assert_eq!(op.asked, 0);
     assert!(fake.signed_in().is_empty());
     rig.assert_mock_clean();
 }
 
+/// The terminal attack (docs/security.md L14): a model opens a terminal,
+/// starts `cat > FILE` in it, and asks for a sign-in. No value is ever
+/// typed at the desktop's keyboard focus: a null target is refused, a run
+/// without the browser tools refuses every request, and with targets the
+/// values go only to the inputs the browser driver bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s7_with_the_computer_tool_alone_the_value_is_typed_into_the_focused_field_unseen() {
+async fn s7_a_sign_in_never_types_at_the_keyboard_focus() {
     let fake = FakeBrowser::new(&format!("{ORIGIN}/login"));
     let rig = browser_rig(&fake).await;
-    let one_field = |call_id: &str| {
+    let terminal = "cat > /tmp/leak\n";
+    let null_target = |call_id: &str| {
         function_call(
             call_id,
             "request_sign_in",
@@ -405,48 +416,61 @@ async fn s7_with_the_computer_tool_alone_the_value_is_typed_into_the_focused_fie
         )
     };
     rig.mock.push_all([
-        Reply::output(vec![one_field("s8")]),
-        // Targets need the browser tools: refused in a computer-only run.
+        // Open a terminal and start `cat > FILE` in it: the focus is there.
+        Reply::output(vec![computer_call(
+            "c1",
+            vec![keypress(&["SUPER", "T"]), type_text(terminal)],
+        )]),
+        Reply::output(vec![null_target("s8")]),
         Reply::output(vec![sign_in_call("s9", json!(ORIGIN), 1)]),
         Reply::done("ok"),
     ]);
-    let mut op = SignInOp {
-        browser: fake.clone(),
-        answers: [Answer::Submit {
-            option: None,
-            values: vec![("password".into(), Secret::new(CANARY_PW.into()))],
-            source: "terminal",
-        }]
-        .into(),
-        asked: 0,
-        during: None,
-        shown: Vec::new(),
-    };
+    let mut op = SignInOp::new(&fake, [submit(), submit()]);
     let opts = RunOptions {
-        sign_in: true,
-        ..rig.opts()
+        computer: true,
+        ..sign_in_opts(&rig)
     };
-    let captures_before = rig.probe().captures();
     let run = rig.run(opts, &mut op).await;
     run.assert_ending(Ending::Finished);
     let reqs = rig.mock.requests();
-    assert_eq!(result_of(&reqs[1], "s8"), json!({"status": "submitted"}));
-    assert!(
-        result_of(&reqs[2], "s9")["error"]
-            .as_str()
-            .unwrap()
-            .contains("no browser tools"),
-        "{}",
-        result_of(&reqs[2], "s9")
+    // The tool's schema takes no null target.
+    let tool = reqs[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "request_sign_in")
+        .expect("request_sign_in is offered with the browser tools")
+        .clone();
+    assert_eq!(
+        tool["parameters"]["properties"]["fields"]["items"]["properties"]["target"]["type"],
+        "string"
     );
-    // The operator was shown the screenshot whose focused field gets it.
-    assert_eq!(op.shown.len(), 1);
-    let shot = op.shown[0]
-        .as_ref()
-        .expect("a screenshot with the question");
-    assert!(shot.starts_with(&run.dir), "{}", shot.display());
-    // Typed as characters, with no screenshot taken around it: the one
-    // capture of the run is the first screenshot.
+    let refused = result_of(&reqs[2], "s8")["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        refused.contains("`fields[0].target` is null") && refused.contains("keyboard focus"),
+        "{refused}"
+    );
+    assert_eq!(result_of(&reqs[3], "s9"), json!({"status": "submitted"}));
+    // Asked once (for the request with targets); told once, with the origin
+    // and the fields, never a value.
+    assert_eq!(op.asked, 1);
+    assert_eq!(op.told.len(), 1, "{:?}", op.told);
+    assert!(op.told[0].contains(ORIGIN), "{:?}", op.told);
+    assert!(op.told[0].contains("Email (email)"), "{:?}", op.told);
+    assert!(op.told[0].contains("Password (password)"), "{:?}", op.told);
+    assert!(!op.told[0].contains(CANARY_PW) && !op.told[0].contains(CANARY_MAIL));
+    // The values went to the bound inputs, and not one character of them
+    // to the desktop: the only typed text is the model's own.
+    assert_eq!(
+        fake.signed_in(),
+        [
+            ("email".to_string(), CANARY_MAIL.to_string()),
+            ("password".to_string(), CANARY_PW.to_string())
+        ]
+    );
     let typed: String = rig
         .probe()
         .input_events()
@@ -456,10 +480,37 @@ async fn s7_with_the_computer_tool_alone_the_value_is_typed_into_the_focused_fie
             _ => None,
         })
         .collect();
-    assert_eq!(typed, CANARY_PW);
-    assert_eq!(rig.probe().captures() - captures_before, 1);
+    assert_eq!(typed, terminal.replace('\n', ""), "typed at the focus");
+    for canary in [CANARY_PW, CANARY_MAIL] {
+        assert_eq!(rig.mock.occurrences(canary), Vec::<String>::new());
+        assert!(!rig.trajectory_text().contains(canary));
+    }
+    rig.assert_mock_clean();
+
+    // The computer tool alone: every request is refused, nobody is asked,
+    // nothing is typed.
+    let fake = FakeBrowser::new(&format!("{ORIGIN}/login"));
+    let rig = browser_rig(&fake).await;
+    rig.mock.push_all([
+        Reply::output(vec![sign_in_call("s10", json!(ORIGIN), 1)]),
+        Reply::done("ok"),
+    ]);
+    let mut op = SignInOp::new(&fake, [submit()]);
+    let opts = RunOptions {
+        sign_in: true,
+        ..rig.opts()
+    };
+    let events_before = rig.probe().input_events().len();
+    rig.run(opts, &mut op).await.assert_ending(Ending::Finished);
+    let reqs = rig.mock.requests();
+    let refused = result_of(&reqs[1], "s10")["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(refused.contains("no browser tools"), "{refused}");
+    assert_eq!(op.asked, 0);
+    assert!(op.told.is_empty());
     assert!(fake.signed_in().is_empty());
-    assert_eq!(rig.mock.occurrences(CANARY_PW), Vec::<String>::new());
-    assert!(!rig.trajectory_text().contains(CANARY_PW));
+    assert_eq!(rig.probe().input_events().len(), events_before);
     rig.assert_mock_clean();
 }

@@ -1,0 +1,125 @@
+//! The host's URL policy at execution (issue 30 item 3): a state-changing
+//! member acts only on a document whose origin is in the policy, checked
+//! by the page agent in the document itself, not from the tab's URL read
+//! earlier.
+//!
+//! Where the check sits, member by member (see `members`, `pointer`,
+//! `files`):
+//! - a member with a target: in the same page-agent evaluation that
+//!   resolves (and for `type` focuses) the target, on the target's own
+//!   document and every frame's document up to the tab's top one; the
+//!   BiDi input follows with no other step between;
+//! - `type`: again before every chunk of keys, which also requires that
+//!   the target still holds the focus;
+//! - keys without a target (`key`, `hold_keys`): the documents the focus
+//!   goes through (a focused cross-origin frame, whose origin the agent
+//!   cannot read, is out of policy);
+//! - input at points (`scroll`, `click_at`, `drag_path`, `hover_at`): the
+//!   documents under each point, likewise;
+//! - `run_script`, `take_download`: the tab's top document;
+//! - `set_file`: in the evaluation that finds the file input, whose
+//!   element reference then binds `input.setFiles` to that document;
+//! - `navigate`, `new_tab`: the document the navigation ended on (a
+//!   redirect or the page's own script may have taken it elsewhere).
+//!
+//! The agent reads a document's origin from its window through the
+//! sandbox's Xray view (`window.origin`), which the page cannot redefine.
+//! What BiDi cannot close: a navigation that starts in the few
+//! milliseconds between the agent's answer and the browser dispatching the
+//! input. Nothing here quotes the page.
+
+use sandtop_protocol::browser::ExpectedTarget;
+use sandtop_protocol::{ErrorBody, ErrorCode};
+use serde_json::{Value, json};
+
+use super::act::element_error;
+use super::bidi::Bidi;
+use super::context::agent;
+
+/// The host's requirements of one call: its origins, or none (no policy:
+/// every check passes without asking the page), and the target's role and
+/// label as the operator approved them (issue 30 item 4), which the agent
+/// compares where it resolves the target (`expect`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Policy<'a> {
+    pub origins: Option<&'a [String]>,
+    pub expect: Option<&'a ExpectedTarget>,
+}
+
+impl Policy<'_> {
+    /// No policy.
+    pub const NONE: Policy<'static> = Policy {
+        origins: None,
+        expect: None,
+    };
+
+    /// The value the page agent takes as `policy`.
+    pub fn value(&self) -> Value {
+        json!(self.origins)
+    }
+
+    /// The value the page agent takes as `expect`.
+    pub fn expect_value(&self) -> Value {
+        match self.expect {
+            Some(e) => json!({"role": e.role, "label": e.label}),
+            None => Value::Null,
+        }
+    }
+
+    /// Whether there is a policy to check.
+    pub fn active(&self) -> bool {
+        self.origins.is_some()
+    }
+
+    /// Asks the page agent of `ctx` whether acting is allowed now, on
+    /// `scope`.
+    pub async fn check(&self, bidi: &Bidi, ctx: &str, scope: Scope<'_>) -> Result<(), ErrorBody> {
+        if !self.active() {
+            return Ok(());
+        }
+        let mut request = json!({"op": "policy", "policy": self.value()});
+        match scope {
+            Scope::Top => {}
+            Scope::Focus => request["focus"] = json!(true),
+            Scope::Target(r) => request["ref"] = json!(r),
+            Scope::Points(p) => request["points"] = json!(p),
+        }
+        let v = agent(bidi, ctx, request).await?;
+        element_error(&v)
+    }
+
+    /// [`Policy::check`] after a navigation: the document it ended on.
+    pub async fn check_landed(&self, bidi: &Bidi, ctx: &str) -> Result<(), ErrorBody> {
+        self.check(bidi, ctx, Scope::Top).await.map_err(|e| {
+            if e.code == ErrorCode::OutOfPolicy {
+                ErrorBody::new(
+                    ErrorCode::OutOfPolicy,
+                    "the navigation ended on a document outside the url policy (a redirect or the page's own navigation)",
+                )
+            } else {
+                e
+            }
+        })
+    }
+}
+
+/// What a [`Policy::check`] covers besides the tab's top document.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Scope<'a> {
+    /// The top document only.
+    Top,
+    /// The documents the keyboard focus goes through.
+    Focus,
+    /// The document holding this ref, which must hold the focus.
+    Target(&'a str),
+    /// The documents under these viewport points.
+    Points(&'a [[u64; 2]]),
+}
+
+/// The error of a document outside the policy.
+pub(super) fn out_of_policy() -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::OutOfPolicy,
+        "the document this call would act on is not of an origin of the url policy; nothing was done",
+    )
+}

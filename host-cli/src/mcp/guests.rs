@@ -1,0 +1,275 @@
+//! The guests of one server session: the one it is bound to
+//! (`--session`), the ones it started (removed at exit unless `--keep`),
+//! and which is the default; an open channel and the run lock per guest
+//! in use (one driver per session, docs/contract.md rule 6).
+
+use std::collections::BTreeMap;
+
+use anyhow::Context as _;
+use sandtop_protocol::Size;
+use serde_json::{Value, json};
+
+use crate::agent::cmd::RunLock;
+use crate::channel::Channel;
+use crate::egress::policy::NetworkMode;
+use crate::egress::service::EgressConfig;
+use crate::guest::{self, StartRequest, State};
+use crate::session::{self, BackendKind, SessionDir, SessionRecord, Store};
+
+/// A guest in use: its folder, record, lock and (once opened) channel.
+#[derive(Debug)]
+pub struct InUse {
+    pub dir: SessionDir,
+    pub rec: SessionRecord,
+    _lock: RunLock,
+    pub channel: Option<Channel>,
+    pub started_here: bool,
+}
+
+impl InUse {
+    /// The channel, opened on first use (and again after a failure
+    /// dropped it).
+    pub async fn channel(&mut self) -> anyhow::Result<&mut Channel> {
+        if self.channel.is_none() {
+            let ch = guest::open_channel(&self.dir, &self.rec).await?;
+            self.channel = Some(ch);
+        }
+        self.channel
+            .as_mut()
+            .context("the guest's channel is not open")
+    }
+}
+
+/// The server's guests.
+#[derive(Debug)]
+pub struct Guests {
+    store: Store,
+    bound: Option<String>,
+    /// The default guest: the bound one, else the last one started.
+    current: Option<String>,
+    in_use: BTreeMap<String, InUse>,
+}
+
+impl Guests {
+    /// With `--session NAME`: that session must exist and run, and its
+    /// lock is taken now (a run on it is refused before any tool runs).
+    pub async fn new(store: Store, bound: Option<&str>) -> anyhow::Result<Guests> {
+        let mut g = Guests {
+            store,
+            bound: bound.map(str::to_string),
+            current: bound.map(str::to_string),
+            in_use: BTreeMap::new(),
+        };
+        if let Some(name) = bound {
+            let dir = g.store.get(name)?;
+            let rec = dir.load()?;
+            let st = guest::state(&dir, &rec).await;
+            if st != State::Running {
+                anyhow::bail!("session {name} is {} (not running)", st.as_str());
+            }
+            g.take(dir, rec, false)?;
+        }
+        Ok(g)
+    }
+
+    fn take(
+        &mut self,
+        dir: SessionDir,
+        rec: SessionRecord,
+        started_here: bool,
+    ) -> anyhow::Result<()> {
+        let lock = crate::agent::cmd::hold_session(&dir, "host-cli mcp")?;
+        self.in_use.insert(
+            rec.name.clone(),
+            InUse {
+                dir,
+                rec,
+                _lock: lock,
+                channel: None,
+                started_here,
+            },
+        );
+        Ok(())
+    }
+
+    /// The guest a call names, or the default one: bound, else the last
+    /// started, else the only running session of the host.
+    pub async fn resolve(&mut self, name: Option<&str>) -> Result<&mut InUse, String> {
+        let name = match name.or(self.current.as_deref()) {
+            Some(n) => n.to_string(),
+            None => {
+                let (dir, rec) = guest::resolve_session(&self.store, None)
+                    .await
+                    .map_err(|e| format!("{}; start one with sandtop_guest_start", e.chain()))?;
+                let n = rec.name.clone();
+                if !self.in_use.contains_key(&n) {
+                    self.take(dir, rec, false).map_err(|e| format!("{e:#}"))?;
+                }
+                n
+            }
+        };
+        if !self.in_use.contains_key(&name) {
+            session::check_name(&name).map_err(|e| e.to_string())?;
+            let dir = self.store.get(&name).map_err(|e| e.to_string())?;
+            let rec = dir.load().map_err(|e| e.to_string())?;
+            self.take(dir, rec, false).map_err(|e| format!("{e:#}"))?;
+        }
+        self.in_use
+            .get_mut(&name)
+            .ok_or_else(|| format!("no session {name}"))
+    }
+
+    /// Boots a guest and makes it the default.
+    pub async fn start(
+        &mut self,
+        backend: BackendKind,
+        options: &crate::guest::options::GuestArgs,
+        name: Option<String>,
+        screen: Size,
+        network: EgressConfig,
+    ) -> anyhow::Result<Value> {
+        let name = match name {
+            Some(n) => {
+                session::check_name(&n)?;
+                n
+            }
+            None => session::new_name()?,
+        };
+        let req = StartRequest {
+            name,
+            screen,
+            network,
+        };
+        let rec = match backend {
+            BackendKind::Docker => {
+                guest::start(&self.store, &options.docker().await?, &req).await?
+            }
+            BackendKind::Local => {
+                guest::start(&self.store, &guest::local::LocalBackend, &req).await?
+            }
+            BackendKind::Qemu => guest::start(&self.store, &options.qemu()?, &req).await?,
+        };
+        let dir = self.store.get(&rec.name)?;
+        let row = entry(&rec, State::Running, true, false);
+        if let Err(e) = self.take(dir.clone(), rec.clone(), true) {
+            let _ = guest::stop(&self.store, &dir, &rec).await;
+            return Err(e);
+        }
+        self.current = Some(rec.name.clone());
+        Ok(row)
+    }
+
+    /// Stops a guest this server started.
+    pub async fn stop(&mut self, name: &str) -> Result<(), String> {
+        match self.in_use.get(name) {
+            Some(g) if g.started_here => {}
+            Some(_) if self.bound.as_deref() == Some(name) => {
+                return Err(format!(
+                    "session {name} is the one this server is bound to (--session): the operator stops it"
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "session {name} was not started by this server: sandtop_guest_stop stops only those"
+                ));
+            }
+        }
+        let Some(g) = self.in_use.remove(name) else {
+            return Err(format!("no session {name}"));
+        };
+        let InUse { dir, rec, .. } = g;
+        if self.current.as_deref() == Some(name) {
+            self.current = self.bound.clone();
+        }
+        guest::stop(&self.store, &dir, &rec)
+            .await
+            .map_err(|e| format!("stopping {name}: {}", e.chain()))
+    }
+
+    /// Every session of the host, marked.
+    pub async fn list(&self) -> anyhow::Result<Vec<Value>> {
+        let mut rows = Vec::new();
+        for (dir, rec) in self.store.list()? {
+            let st = guest::state(&dir, &rec).await;
+            let here = self.in_use.get(&rec.name).is_some_and(|g| g.started_here);
+            let bound = self.bound.as_deref() == Some(rec.name.as_str());
+            rows.push(entry(&rec, st, here, bound));
+        }
+        Ok(rows)
+    }
+
+    /// The default guest's name, if any.
+    pub fn current(&self) -> Option<&str> {
+        self.current.as_deref()
+    }
+
+    /// At exit: removes the guests this server started, unless `keep`.
+    pub async fn finish(&mut self, keep: bool) {
+        let names: Vec<String> = self.in_use.keys().cloned().collect();
+        for name in names {
+            let Some(g) = self.in_use.remove(&name) else {
+                continue;
+            };
+            if !g.started_here {
+                continue;
+            }
+            if keep {
+                eprintln!("host-cli mcp: keeping session {name}");
+                continue;
+            }
+            let InUse {
+                dir, rec, _lock, ..
+            } = g;
+            drop(_lock);
+            if let Err(e) = guest::stop(&self.store, &dir, &rec).await {
+                eprintln!(
+                    "host-cli mcp: removing session {name}: {}",
+                    crate::term::safe(&e.chain())
+                );
+            }
+        }
+    }
+}
+
+/// The network a `sandtop_guest_start` call asks for, within the
+/// operator's: `none`, or `allow:` with origins the operator allowed.
+pub fn network_within(
+    asked: Option<&str>,
+    operator: &EgressConfig,
+) -> Result<EgressConfig, String> {
+    let asked = asked.unwrap_or("none");
+    let mode: NetworkMode = asked
+        .parse()
+        .map_err(|e: crate::egress::policy::PolicyError| format!("network: {e}"))?;
+    match (&mode, &operator.mode) {
+        (NetworkMode::None, _) => Ok(EgressConfig::none()),
+        (NetworkMode::Allow { origins }, NetworkMode::Allow { origins: allowed }) => {
+            if let Some(o) = origins.iter().find(|o| !allowed.contains(o)) {
+                return Err(format!(
+                    "network: {o} is not among the origins the operator allowed (host-cli mcp --network)"
+                ));
+            }
+            Ok(EgressConfig {
+                mode,
+                allow_private: operator.allow_private.clone(),
+                resolve: operator.resolve.clone(),
+            })
+        }
+        _ => Err(
+            "network: only `none`, or `allow:` with origins the operator allowed \
+             (host-cli mcp --network allow:...), may be asked for"
+                .into(),
+        ),
+    }
+}
+
+fn entry(rec: &SessionRecord, st: State, started_here: bool, bound: bool) -> Value {
+    json!({
+        "name": rec.name,
+        "backend": rec.backend(),
+        "state": st,
+        "screen": rec.screen.to_string(),
+        "started_here": started_here,
+        "bound": bound,
+    })
+}
