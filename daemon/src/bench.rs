@@ -15,12 +15,16 @@
 //!    - 100 typed characters vs `xdotool type` (its default 12 ms delay,
 //!      as the peers run it);
 //!    - a whole step through the API: click + final screenshot;
+//!    - keys after a shortcut (docs/contract.md 2b): `[CTRL+L, type]` with
+//!      a window that repaints on the key, with nothing reacting (the
+//!      cap), and `[ENTER, type]` (no shortcut, no wait);
 //!    - the daemon's resident memory idle and after many screenshots.
 //!
 //! Peer tools that are not installed are reported as skipped, never faked.
 //!
-//! Size: ~680 lines, no tests: one sequential measurement, `run` (~250
-//! lines) taking the steps above in order, and the helpers only it uses.
+//! Size: ~850 lines, no tests: one sequential measurement, `run` (~300
+//! lines) taking the steps above in order, and the helpers only it uses
+//! (`Reactor`: the window that answers a shortcut).
 //! If it grows, the scene (`scene`, `paint`) and the peer tools' timers
 //! (`time_cmd`, `time_import`, `time_scrot`) are the parts to move out.
 
@@ -241,6 +245,118 @@ fn paint(display: &str, size: Size) -> anyhow::Result<RustConnection> {
     }
     conn.get_input_focus()?.reply()?;
     Ok(conn)
+}
+
+/// A focused window that repaints itself on every key press, like a
+/// program answering a shortcut; paused, it ignores keys.
+struct Reactor {
+    conn: RustConnection,
+    win: u32,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The client message that pauses (1) or resumes (0) the reactor, or
+/// stops it (2).
+const REACTOR_CTL: u32 = 0x5245_4143; // "REAC"
+
+impl Reactor {
+    fn start(display: &str) -> anyhow::Result<Reactor> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let d = display.to_string();
+        let thread = std::thread::spawn(move || {
+            if let Err(e) = react_loop(&d, &tx) {
+                tracing::warn!(error = %e, "bench: the reacting window stopped");
+            }
+        });
+        let win = rx
+            .recv_timeout(Duration::from_secs(10))
+            .context("the reacting window did not start")?;
+        let (conn, _) = RustConnection::connect(Some(display))?;
+        Ok(Reactor {
+            conn,
+            win,
+            thread: Some(thread),
+        })
+    }
+
+    fn send(&self, what: u32) -> anyhow::Result<()> {
+        use x11rb::protocol::xproto::{ClientMessageEvent, EventMask};
+        let ev = ClientMessageEvent::new(32, self.win, x11rb::NONE, [REACTOR_CTL, what, 0, 0, 0]);
+        self.conn
+            .send_event(false, self.win, EventMask::NO_EVENT, ev)?;
+        self.conn.get_input_focus()?.reply()?;
+        Ok(())
+    }
+
+    fn pause(&self, on: bool) -> anyhow::Result<()> {
+        self.send(u32::from(on))
+    }
+}
+
+impl Drop for Reactor {
+    fn drop(&mut self) {
+        let _ = self.send(2);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The reactor's window, focused, repainted on each key press; control
+/// messages (sent to its creator: this connection) pause or stop it.
+fn react_loop(display: &str, ready: &std::sync::mpsc::Sender<u32>) -> anyhow::Result<()> {
+    use x11rb::protocol::Event;
+    use x11rb::protocol::xproto::{ChangeGCAux, EventMask, InputFocus, Rectangle};
+    let (conn, screen_num) = RustConnection::connect(Some(display))?;
+    let root = conn.setup().roots[screen_num].root;
+    let win = conn.generate_id()?;
+    conn.create_window(
+        24,
+        win,
+        root,
+        1300,
+        100,
+        400,
+        200,
+        0,
+        WindowClass::INPUT_OUTPUT,
+        0,
+        &CreateWindowAux::new()
+            .override_redirect(1)
+            .background_pixel(0x0020_4060)
+            .event_mask(EventMask::KEY_PRESS),
+    )?;
+    conn.map_window(win)?;
+    conn.set_input_focus(InputFocus::POINTER_ROOT, win, x11rb::CURRENT_TIME)?;
+    let gc = conn.generate_id()?;
+    conn.create_gc(gc, win, &CreateGCAux::new())?;
+    conn.get_input_focus()?.reply()?;
+    let _ = ready.send(win);
+    let mut paused = false;
+    let mut colour = 0u32;
+    loop {
+        match conn.wait_for_event()? {
+            Event::KeyPress(_) if !paused => {
+                colour ^= 0x00ff_ff00;
+                conn.change_gc(gc, &ChangeGCAux::new().foreground(colour))?;
+                let all = Rectangle {
+                    x: 0,
+                    y: 0,
+                    width: 400,
+                    height: 200,
+                };
+                conn.poly_fill_rectangle(win, gc, &[all])?;
+                conn.flush()?;
+            }
+            Event::ClientMessage(c) if c.data.as_data32()[0] == REACTOR_CTL => {
+                match c.data.as_data32()[1] {
+                    2 => return Ok(()),
+                    p => paused = p == 1,
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 async fn time_cmd(argv: &[&str], display: &str, n: usize) -> anyhow::Result<Vec<Duration>> {
@@ -535,6 +651,53 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     } else {
         Ok(None)
     };
+
+    // Keys after a shortcut wait for its reaction (docs/contract.md 2b):
+    // what that costs when a program redraws at once on the key, when
+    // nothing reacts (the cap), and without a shortcut (no wait).
+    eprintln!("bench: keys after a shortcut");
+    let reactor = Reactor::start(&display)?;
+    let shortcut_n = n.min(20);
+    let mut time_batch = |keys: &[&str], reps: usize| -> anyhow::Result<Vec<Duration>> {
+        let req = BatchRequest {
+            actions: vec![
+                Action::Keypress {
+                    keys: keys.iter().map(|k| (*k).to_string()).collect(),
+                },
+                Action::Type { text: "abc".into() },
+            ],
+            screenshot: ScreenshotOptions::default(),
+            expect_scale_map: None,
+            final_screenshot: false,
+        };
+        let mut v = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let cancel = Cancel::new(Instant::now() + Duration::from_secs(5));
+            let t = Instant::now();
+            let (steps, _) = exec::plan(&req, screen_now).map_err(|e| anyhow::anyhow!("{e}"))?;
+            exec::run(&mut driver, &mut input, &steps, &cancel)
+                .map_err(|f| anyhow::anyhow!("{}", f.error))?;
+            driver.sync()?;
+            v.push(t.elapsed());
+            // Let the reaction's own drawing end before the next one.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(v)
+    };
+    let shortcut_reacting = stat(
+        "keypress CTRL+L + type 3 chars, a program redraws on the key",
+        time_batch(&["CTRL", "L"], shortcut_n)?,
+    );
+    reactor.pause(true)?;
+    let shortcut_still = stat(
+        "keypress CTRL+L + type 3 chars, nothing reacts (the cap)",
+        time_batch(&["CTRL", "L"], shortcut_n.min(10))?,
+    );
+    let no_shortcut = stat(
+        "keypress ENTER + type 3 chars (not a shortcut: no wait)",
+        time_batch(&["ENTER"], shortcut_n)?,
+    );
+    drop(reactor);
     drop(driver);
 
     // A whole step through the API: click + settle + final screenshot.
@@ -585,7 +748,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             row("click", ours_click, xdo_click, "xdotool"),
             row("type 100 chars", ours_type, xdo_type, "xdotool"),
         ],
-        extra: vec![ours_type_uni, api_step],
+        extra: vec![
+            ours_type_uni,
+            api_step,
+            shortcut_reacting,
+            shortcut_still,
+            no_shortcut,
+        ],
         rss_idle_kib: rss_idle,
         rss_after_warmup_kib: rss_warm,
         rss_after_shots_kib: rss_after,

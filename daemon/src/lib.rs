@@ -26,6 +26,7 @@ pub mod bench;
 pub mod browser;
 pub mod cancel;
 pub mod capture;
+pub mod clock;
 pub mod desktop;
 pub mod driver;
 pub mod keys;

@@ -110,6 +110,19 @@ struct ServeArgs {
     /// it the daemon reads no files for anyone.
     #[arg(long, value_name = "DIR")]
     files_root: Option<PathBuf>,
+    /// Start the window manager and the browser with libfaketime reading
+    /// the wall clock's shift from this file, which the daemon creates
+    /// (no shift) and rewrites on `POST /v1/clock` (a replay shows the
+    /// recorded run's time). Without it the clock cannot be set.
+    #[arg(long, value_name = "FILE")]
+    fake_clock: Option<PathBuf>,
+    /// The libfaketime library for --fake-clock.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+    )]
+    fake_clock_lib: PathBuf,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
@@ -207,6 +220,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let token = load_token(&args)?;
+    let clock = match &args.fake_clock {
+        Some(file) => Some(
+            sandtopd::clock::FakeClock::new(file.clone(), args.fake_clock_lib.clone())
+                .with_context(|| format!("--fake-clock {}", file.display()))?,
+        ),
+        None => None,
+    };
     let health = Arc::new(DisplayHealth::default());
     let wm_argv = args.wm.as_ref().map(|w| {
         let mut v = vec![w.clone()];
@@ -220,6 +240,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         xvfb: args.xvfb_path.clone(),
         wm: wm_argv.clone(),
         xauth: None,
+        clock: clock.clone(),
     };
     let mut config = config;
     if let Some(path) = &args.xauth_file {
@@ -256,7 +277,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .store(wm_argv.is_some(), Ordering::Release);
     let wm = match &wm_argv {
         Some(argv) => Some(
-            supervise::start_wm(argv, &display, config.xauth.as_deref())
+            supervise::start_wm(argv, &display, config.xauth.as_deref(), clock.as_ref())
                 .context("starting the window manager")?,
         ),
         None => None,
@@ -314,12 +335,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 .clone()
                 .unwrap_or_else(std::env::temp_dir),
             start_timeout: std::time::Duration::from_secs(60),
+            clock: clock.clone(),
         });
     let mut state = ApiState::new(desktop.clone(), token, Arc::clone(&health))
         .with_browser(sandtopd::browser::BrowserService::new(browser))
         .with_x_display(reported);
     if let Some(root) = &args.files_root {
         state = state.with_files_root(root.clone());
+    }
+    if let Some(c) = clock {
+        state = state.with_clock(c);
     }
     let state = Arc::new(state);
     let mut listeners = vec![api::server::bind_unix(&args.socket).await?];

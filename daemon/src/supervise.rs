@@ -135,6 +135,8 @@ pub struct DisplayConfig {
     /// The X authority file Xvfb checks clients against (`-auth`), and
     /// that the window manager is given as `XAUTHORITY` (see [`crate::xauth`]).
     pub xauth: Option<PathBuf>,
+    /// The window manager (and what it starts) reads this fake clock.
+    pub clock: Option<crate::clock::FakeClock>,
 }
 
 fn scrub(cmd: &mut Command) {
@@ -237,6 +239,7 @@ pub fn start_wm(
     argv: &[String],
     display: &str,
     xauth: Option<&std::path::Path>,
+    clock: Option<&crate::clock::FakeClock>,
 ) -> Result<Child, DisplayError> {
     let (prog, args) = argv.split_first().ok_or_else(|| DisplayError::Spawn {
         what: "the window manager".into(),
@@ -246,6 +249,9 @@ pub fn start_wm(
     cmd.args(args).env("DISPLAY", display);
     if let Some(a) = xauth {
         cmd.env("XAUTHORITY", a);
+    }
+    if let Some(c) = clock {
+        cmd.envs(c.env());
     }
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -389,7 +395,12 @@ impl Supervisor {
 
     fn start_wm(&mut self) {
         if let Some(argv) = &self.config.wm {
-            match start_wm(argv, &self.display.get(), self.config.xauth.as_deref()) {
+            match start_wm(
+                argv,
+                &self.display.get(),
+                self.config.xauth.as_deref(),
+                self.config.clock.as_ref(),
+            ) {
                 Ok(c) => self.wm = Some(c),
                 Err(e) => tracing::error!(error = %e, "cannot start the window manager"),
             }

@@ -301,6 +301,8 @@ const CHECKED_SCHEMAS: &[&str] = &[
     "FrameReply",
     "ReadFileRequest",
     "ReadFileReply",
+    "ClockRequest",
+    "ClockReply",
 ];
 
 fn schema(name: &str) -> &'static jsonschema::Validator {
@@ -347,6 +349,7 @@ fn check_reply(path: &str, status: StatusCode, body: &[u8], token: &str) -> Valu
         (200, paths::SCREENSHOT) => "ScreenshotResponse",
         (200, paths::FRAME) => "FrameReply",
         (200, paths::FILES_READ) => "ReadFileReply",
+        (200, paths::CLOCK) => "ClockReply",
         (200, _) => panic!("{path}: unexpected 200: {}", brief(&json)),
         _ => "ErrorBody",
     };
@@ -893,6 +896,14 @@ fn openapi_paths_statuses_and_limits_match_the_code() {
             "ReadFileReply",
             &[
                 "200", "400", "401", "403", "404", "405", "413", "415", "422", "500", "503", "504",
+            ],
+        ),
+        (
+            paths::CLOCK,
+            "post",
+            "ClockReply",
+            &[
+                "200", "400", "401", "403", "404", "405", "413", "415", "500", "503", "504",
             ],
         ),
     ];
@@ -3416,3 +3427,6 @@ async fn files_read_serves_only_regular_files_beneath_its_root() {
         .await
         .assert_error(404, ErrorCode::NotFound);
 }
+
+#[path = "api/clock.rs"]
+mod clock;

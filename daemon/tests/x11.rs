@@ -984,6 +984,9 @@ async fn sigterm_drains_the_request_in_flight_and_exits_zero() {
 #[path = "x11/order.rs"]
 mod order;
 
+#[path = "x11/shortcut.rs"]
+mod shortcut;
+
 /// docs/security.md H6: with `--xauth-file` (what the local backend
 /// passes), the Xvfb the daemon starts admits only clients holding the
 /// session's cookie: not another account, not even root without it; the

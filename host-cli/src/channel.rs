@@ -258,6 +258,23 @@ impl Channel {
         })
     }
 
+    /// `POST /v1/clock`: the time the guest's programs read (host only;
+    /// `None`: the real time). `Ok(None)` when the guest's daemon keeps
+    /// no fake clock (an older image, or a session without one).
+    pub async fn set_clock(&mut self, unix_ms: Option<u64>) -> Result<Option<i64>, ChannelError> {
+        use sandtop_protocol::clock::{ClockReply, ClockRequest};
+        let body = serde_json::to_vec(&ClockRequest { unix_ms })
+            .map_err(|e| ChannelError::Http(e.to_string()))?;
+        match self
+            .exchange::<ClockReply>(Method::POST, paths::CLOCK, Some(body))
+            .await
+        {
+            Ok(r) => Ok(Some(r.offset_s)),
+            Err(ChannelError::Daemon { body, .. }) if body.code == ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// `POST /v1/files/read`: one file of the guest user's (host only);
     /// `None` when the guest has no such file. The size is checked against
     /// the bytes and the limit; the bytes are the guest's data.

@@ -21,6 +21,7 @@ pub mod paths {
     pub const BROWSER_CALL: &str = "/v1/browser/call";
     pub const FRAME: &str = "/v1/frame";
     pub const FILES_READ: &str = "/v1/files/read";
+    pub const CLOCK: &str = "/v1/clock";
 }
 
 /// Checks that a peer's protocol version has our major number.

@@ -23,6 +23,7 @@
 mod action;
 mod api;
 pub mod browser;
+pub mod clock;
 pub mod desktop;
 mod error;
 pub mod files;

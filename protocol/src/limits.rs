@@ -38,6 +38,18 @@ pub const SETTLE_CAP_MS: u64 = 1_000;
 pub const WAIT_QUIET_MS: u64 = 300;
 /// ... capped at this.
 pub const WAIT_CAP_MS: u64 = 3_000;
+/// Keys after a shortcut (a keypress holding Ctrl, Alt, Super, Meta or
+/// Hyper, or a function key) in the same batch wait until the programs
+/// reacted to it: the first X damage or input-focus change after the
+/// shortcut was delivered, then this long without either. Firefox runs a
+/// browser shortcut only after its page has seen the key, so keys sent
+/// right behind CTRL+L reached the page, not the address bar (issue 31).
+pub const SHORTCUT_QUIET_MS: u64 = 50;
+/// ... never longer than this after the shortcut (a shortcut that changes
+/// nothing visible, or a screen that never goes quiet). A program that
+/// starts a process first (a window manager's launcher) takes longer than
+/// any bounded settle: a `wait` action is for that.
+pub const SHORTCUT_CAP_MS: u64 = 300;
 /// Longest wait for input to be delivered before the next event is sent:
 /// a window manager's click-to-focus grab freezes the pointer from a press
 /// until it replays the click (well under a millisecond when idle); a

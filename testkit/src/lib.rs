@@ -5,7 +5,8 @@
 //! `daemon/openapi.yaml`), real X servers for the x11 tier ([`xvfb`]) and a window manager on them
 //! ([`wm`]), a
 //! test X client that records every input event it receives
-//! ([`recorder`]), what a record of input events leaves pressed
+//! ([`recorder`]), a program that opens a window on a shortcut
+//! ([`opener`]), what a record of input events leaves pressed
 //! ([`held`]), hand-built TLS ClientHellos for the egress proxy's tests
 //! ([`tls`]), the skip policy ([`skip`]), build-folder programs run as
 //! another uid ([`other_uid`]), host-cli started without a
@@ -18,6 +19,7 @@ pub mod corpus;
 pub mod held;
 pub mod mock_responses;
 pub mod openapi;
+pub mod opener;
 pub mod other_uid;
 pub mod recorder;
 pub mod skip;

@@ -83,14 +83,14 @@ enum Mode {
     },
 }
 
-struct Keymap {
+pub(crate) struct Keymap {
     min: u8,
     per: u8,
     syms: Vec<u32>,
 }
 
 impl Keymap {
-    fn fetch(conn: &RustConnection) -> Keymap {
+    pub(crate) fn fetch(conn: &RustConnection) -> Keymap {
         let s = conn.setup();
         let (min, max) = (s.min_keycode, s.max_keycode);
         let r = conn
@@ -105,7 +105,7 @@ impl Keymap {
         }
     }
 
-    fn lookup(&self, keycode: u8, shifted: bool) -> (u32, u32) {
+    pub(crate) fn lookup(&self, keycode: u8, shifted: bool) -> (u32, u32) {
         let per = usize::from(self.per);
         let i = usize::from(keycode.saturating_sub(self.min)) * per;
         let row = self.syms.get(i..i + per).unwrap_or(&[]);

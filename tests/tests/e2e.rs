@@ -23,7 +23,8 @@
 //!
 //! Prerequisites: a Docker engine (else `SKIP docker: ...`, or a failure
 //! when `SANDTOP_REQUIRE` lists docker), the guest image
-//! `sandtop-guest:latest` (`make test` builds it; `make guest-image`), and
+//! `sandtop-guest:latest` (`make test` builds it; `make guest-image`; or
+//! the tag `SANDTOP_IMAGE` names), and
 //! the `host-cli` binary of this workspace (`cargo build -p host-cli`).
 //! Arguments: libtest's (a substring selects cases, `--exact`, `--skip`,
 //! `--list`, `--ignored`).
@@ -58,6 +59,9 @@ const LONG: Duration = Duration::from_secs(30);
 #[path = "e2e/order.rs"]
 mod order;
 use order::batched_form_input_lands_in_each_field;
+#[path = "e2e/shortcut.rs"]
+mod shortcut;
+use shortcut::keys_after_a_shortcut_reach_what_it_opened_in_firefox;
 #[path = "e2e/browser.rs"]
 mod browser;
 use browser::browser_fills_the_demo_form_through_refs;
@@ -101,6 +105,7 @@ fn main() -> ExitCode {
             typed_corpus_in_guest_xterm_is_byte_exact,
             both_channel_paths_work,
             batched_form_input_lands_in_each_field,
+            keys_after_a_shortcut_reach_what_it_opened_in_firefox,
             browser_fills_the_demo_form_through_refs,
             other_host_users_cannot_reach_a_guest,
             the_guest_folder_is_capped_noexec_and_anonymous,
@@ -133,10 +138,10 @@ fn main() -> ExitCode {
 
 /// Docker, the image, host-cli; `None` when the tier is skipped.
 async fn setup(tmp: &Path) -> anyhow::Result<Option<Ctx>> {
+    // The image: `SANDTOP_IMAGE` when set (a build of one's own tree under
+    // its own tag), else the default, as host-cli picks it.
     let backend = match DockerBackend::connect().await {
-        Ok(b) => b
-            .with_image(docker::DEFAULT_IMAGE)
-            .with_channel(ChannelMode::Auto),
+        Ok(b) => b.with_channel(ChannelMode::Auto),
         Err(e) => {
             skip::skip("docker", &e.chain());
             return Ok(None);

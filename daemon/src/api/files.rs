@@ -1,5 +1,8 @@
 //! `POST /v1/files/read` (docs/contract.md rule 54): one file of the guest
-//! user's, for the host. Served only with `--files-root`; the file is
+//! user's, for the host; and `POST /v1/clock` (rule 53), the clock the
+//! programs the daemon started read.
+//!
+//! The file read is served only with `--files-root`; the file is
 //! opened beneath that folder with `openat2(RESOLVE_BENEATH |
 //! RESOLVE_NO_SYMLINKS)`, so neither `..` nor a link the guest planted
 //! leads out of it, and it must be a regular file of at most
@@ -15,6 +18,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use base64::Engine as _;
 use rustix::fs::{Mode, OFlags, ResolveFlags};
+use sandtop_protocol::clock::{ClockReply, ClockRequest};
 use sandtop_protocol::files::{MAX_READ_BYTES, ReadFileReply, ReadFileRequest};
 use sandtop_protocol::{ErrorBody, ErrorCode};
 
@@ -48,6 +52,34 @@ pub(super) async fn read(
         size: bytes.len() as u64,
         data: base64::engine::general_purpose::STANDARD.encode(&bytes),
     }))
+}
+
+/// `POST /v1/clock`: the wall clock of the programs the daemon started
+/// (`--fake-clock`; a replay sets the recorded run's time at each step).
+pub(super) async fn clock(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let request: ClockRequest = parse_json(&headers, &body, None)?;
+    request
+        .check()
+        .map_err(|m| refuse(ErrorCode::BadRequest, m))?;
+    let Some(clock) = state.clock.clone() else {
+        return Err(refuse(
+            ErrorCode::NotFound,
+            "this daemon keeps no fake clock (started without --fake-clock)",
+        ));
+    };
+    let offset_s = tokio::task::spawn_blocking(move || clock.set(request.unix_ms))
+        .await
+        .map_err(|_| refuse(ErrorCode::Internal, "setting the clock failed"))?
+        .map_err(|e| {
+            tracing::warn!(error = %e, "writing the fake clock's file");
+            refuse(ErrorCode::Internal, "setting the clock failed")
+        })?;
+    tracing::info!(offset_s, "the programs' clock was set");
+    json_bytes(serde_json::to_vec(&ClockReply { offset_s }))
 }
 
 /// Reads `rel` beneath `root`: no symbolic link on the way, no escape, a

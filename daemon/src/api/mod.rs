@@ -70,6 +70,8 @@ pub struct ApiState {
     /// The folder `/v1/files/read` reads beneath (`--files-root`); `None`
     /// reads nothing.
     pub files_root: Option<std::path::PathBuf>,
+    /// The programs' fake clock (`--fake-clock`, `/v1/clock`).
+    pub clock: Option<crate::clock::FakeClock>,
 }
 
 impl ApiState {
@@ -86,7 +88,14 @@ impl ApiState {
             browser: Arc::new(BrowserService::new(None)),
             x_display: None,
             files_root: None,
+            clock: None,
         }
+    }
+
+    /// The same state setting the programs' clock (`/v1/clock`).
+    pub fn with_clock(mut self, clock: crate::clock::FakeClock) -> ApiState {
+        self.clock = Some(clock);
+        self
     }
 
     /// The same state reading files beneath `root` for the host
@@ -125,6 +134,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route(paths::BROWSER_STATE, post(browser_state))
         .route(paths::BROWSER_CALL, post(browser_call))
         .route(paths::FILES_READ, post(files::read))
+        .route(paths::CLOCK, post(files::clock))
         .route_layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             count_work,

@@ -49,6 +49,8 @@ pub struct BrowserConfig {
     pub profile_parent: PathBuf,
     /// Longest wait for Firefox to come up.
     pub start_timeout: Duration,
+    /// Firefox reads this fake clock (`--fake-clock`).
+    pub clock: Option<crate::clock::FakeClock>,
 }
 
 /// A running browser: the process, its profile and the BiDi session.
@@ -125,6 +127,9 @@ pub async fn launch(config: &BrowserConfig) -> Result<Browser, ErrorBody> {
         Some(x) => cmd.env("XAUTHORITY", x),
         None => cmd.env_remove("XAUTHORITY"),
     };
+    if let Some(c) = &config.clock {
+        cmd.envs(c.env());
+    }
     let mut child = cmd.spawn().map_err(|e| {
         unavailable(format!(
             "cannot start {}: {e}",

@@ -54,6 +54,39 @@ pub enum Step {
     Screenshot,
 }
 
+impl Step {
+    /// A keypress a program or the window manager takes as a command
+    /// rather than text: one holding Ctrl, Alt, Meta, Super or Hyper
+    /// (Shift alone types), or a function key or Menu.
+    pub fn is_shortcut(&self) -> bool {
+        use xkeysym::key as k;
+        let Step::Keypress { keys } = self else {
+            return false;
+        };
+        keys.iter().any(|ks| {
+            matches!(
+                ks.raw(),
+                k::Control_L
+                    | k::Control_R
+                    | k::Alt_L
+                    | k::Alt_R
+                    | k::Meta_L
+                    | k::Meta_R
+                    | k::Super_L
+                    | k::Super_R
+                    | k::Hyper_L
+                    | k::Hyper_R
+                    | k::F1..=k::F35 | k::Menu
+            )
+        })
+    }
+
+    /// Keyboard input: typing or a keypress.
+    pub fn is_keyboard(&self) -> bool {
+        matches!(self, Step::Keypress { .. } | Step::Type { .. })
+    }
+}
+
 /// Largest pointer jump between two motion events of a drag, in pixels.
 /// With paths of at most `limits::MAX_DRAG_POINTS` points on screens of at
 /// most `limits::MAX_DIMENSION` pixels a drag is bounded anyway, and the
@@ -399,16 +432,28 @@ pub fn run(
 ) -> Result<(), Failure> {
     for (index, step) in steps.iter().enumerate() {
         input.emitted = false;
+        let shortcut = step.is_shortcut() && steps.get(index + 1).is_some_and(Step::is_keyboard);
         let result = cancel
             .check()
             .map_err(DriverError::from)
-            .and_then(|()| run_step(d, input, step, cancel))
+            .and_then(|()| {
+                if shortcut {
+                    // Earlier input must have landed before the screen
+                    // is watched for this shortcut's reaction.
+                    input.deliver(d, cancel)?;
+                    d.watch()?;
+                }
+                run_step(d, input, step, cancel)
+            })
             .and_then(|()| d.flush());
         // The last step's events are delivered before the batch counts
-        // as done (and before anything settles on their effect).
+        // as done (and before anything settles on their effect); keys
+        // after a shortcut wait for its reaction.
         let result = result.and_then(|()| {
             if index + 1 == steps.len() {
                 input.deliver(d, cancel)
+            } else if shortcut {
+                after_shortcut(d, input, cancel)
             } else {
                 Ok(())
             }
@@ -425,6 +470,31 @@ pub fn run(
             });
         }
     }
+    Ok(())
+}
+
+/// The rule of docs/contract.md 2b: once the shortcut is delivered, the
+/// programs get until they reacted and went still, bounded
+/// ([`limits::SHORTCUT_QUIET_MS`], [`limits::SHORTCUT_CAP_MS`]).
+fn after_shortcut(
+    d: &mut dyn Driver,
+    input: &mut Input,
+    cancel: &Cancel,
+) -> Result<(), DriverError> {
+    input.deliver(d, cancel)?;
+    let r = d.react(
+        Duration::from_millis(limits::SHORTCUT_QUIET_MS),
+        Duration::from_millis(limits::SHORTCUT_CAP_MS),
+        cancel,
+    )?;
+    tracing::debug!(
+        first_ms = r.first.map(|t| t.as_secs_f64() * 1e3),
+        last_ms = r.last.map(|t| t.as_secs_f64() * 1e3),
+        focus_moved = r.focus_moved,
+        waited_ms = r.waited.as_secs_f64() * 1e3,
+        quiet = r.quiet,
+        "keys after a shortcut waited for its reaction"
+    );
     Ok(())
 }
 

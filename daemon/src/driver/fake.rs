@@ -7,7 +7,7 @@ use std::time::Duration;
 use sandtop_protocol::{Capabilities, ImageFormat, Rect, Size};
 use xkeysym::Keysym;
 
-use super::{CursorImage, Driver, DriverError, FrameView};
+use super::{CursorImage, Driver, DriverError, FrameView, Reaction};
 use crate::cancel::Cancel;
 
 /// One primitive the fake received.
@@ -18,6 +18,10 @@ pub enum Event {
     Key(u32, bool),
     Char(char),
     Settle,
+    /// Watching for a shortcut's reaction, from before it is sent.
+    Watch,
+    /// A wait for the reaction to a shortcut.
+    React,
     Capture(Rect),
 }
 
@@ -174,6 +178,22 @@ impl Driver for FakeDriver {
         cancel.check()?;
         self.lock().events.push(Event::Settle);
         Ok(true)
+    }
+
+    fn watch(&mut self) -> Result<(), DriverError> {
+        self.lock().events.push(Event::Watch);
+        Ok(())
+    }
+
+    fn react(
+        &mut self,
+        _quiet: Duration,
+        _cap: Duration,
+        cancel: &Cancel,
+    ) -> Result<Reaction, DriverError> {
+        cancel.check()?;
+        self.lock().events.push(Event::React);
+        Ok(Reaction::default())
     }
 
     fn capture(&mut self, region: Rect) -> Result<FrameView<'_>, DriverError> {

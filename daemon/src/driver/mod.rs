@@ -76,6 +76,22 @@ pub struct CursorImage {
     pub argb: Vec<u32>,
 }
 
+/// What [`Driver::react`] saw: when the first reaction came and how the
+/// wait ended, from the start of the wait.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reaction {
+    /// The first damage or focus change (None: nothing reacted).
+    pub first: Option<Duration>,
+    /// The last one.
+    pub last: Option<Duration>,
+    /// Whether the input focus moved to another window.
+    pub focus_moved: bool,
+    /// The whole wait.
+    pub waited: Duration,
+    /// Whether it ended quiet (else at the cap).
+    pub quiet: bool,
+}
+
 /// Primitive operations on one display. Not thread-safe by design: one
 /// owner (the desktop task) calls it, so input never interleaves.
 pub trait Driver: Send {
@@ -110,6 +126,19 @@ pub trait Driver: Send {
         cap: Duration,
         cancel: &Cancel,
     ) -> Result<bool, DriverError>;
+    /// Before a shortcut is sent: what happens on the screen and to the
+    /// focus from now on is its reaction ([`Driver::react`]).
+    fn watch(&mut self) -> Result<(), DriverError>;
+    /// After a shortcut: waits until the programs reacted (X damage or a
+    /// change of the input focus since [`Driver::watch`]) and then stayed
+    /// still (neither) for `quiet`, at most `cap` in all. The caller has
+    /// had the shortcut delivered.
+    fn react(
+        &mut self,
+        quiet: Duration,
+        cap: Duration,
+        cancel: &Cancel,
+    ) -> Result<Reaction, DriverError>;
     /// Captures a region of the screen.
     fn capture(&mut self, region: Rect) -> Result<FrameView<'_>, DriverError>;
     /// The pointer image and position, when the server can tell.

@@ -497,6 +497,23 @@ pub fn read_trajectory(dir: &Path) -> anyhow::Result<Vec<Entry>> {
 /// [`read_trajectory`] on any reader (`name` is what errors call it); the
 /// fuzz target `trajectory` feeds it arbitrary bytes.
 pub fn parse_trajectory(r: impl std::io::BufRead, name: &str) -> anyhow::Result<Vec<Entry>> {
+    Ok(parse_trajectory_timed(r, name)?
+        .into_iter()
+        .map(|(e, _)| e)
+        .collect())
+}
+
+/// [`read_trajectory`] with each entry's `t_unix_ms` (when it has one).
+pub fn read_trajectory_timed(dir: &Path) -> anyhow::Result<Vec<(Entry, Option<u64>)>> {
+    let path = dir.join("trajectory.jsonl");
+    let f = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    parse_trajectory_timed(std::io::BufReader::new(f), &path.display().to_string())
+}
+
+fn parse_trajectory_timed(
+    r: impl std::io::BufRead,
+    name: &str,
+) -> anyhow::Result<Vec<(Entry, Option<u64>)>> {
     let mut out = Vec::new();
     for (n, line) in r.lines().enumerate() {
         let line = line?;
@@ -507,12 +524,13 @@ pub fn parse_trajectory(r: impl std::io::BufRead, name: &str) -> anyhow::Result<
             tracing::warn!(line = n + 1, "ignoring a torn trajectory line");
             continue;
         };
-        if let Some(o) = v.as_object_mut() {
-            o.remove("t_unix_ms");
-        }
+        let t = v
+            .as_object_mut()
+            .and_then(|o| o.remove("t_unix_ms"))
+            .and_then(|t| t.as_u64());
         let entry =
             serde_json::from_value::<Entry>(v).with_context(|| format!("{name} line {}", n + 1))?;
-        out.push(entry);
+        out.push((entry, t));
     }
     Ok(out)
 }

@@ -10,7 +10,8 @@
 //! 3. Each resulting screen against the recorded one ([`diff`]: cells, a
 //!    stated threshold, the panel's clock and any `--ignore` rectangle
 //!    left out). A slower guest gets `--patience` for the screen to become
-//!    the recorded one; what shows after the `wait`-only inputs that
+//!    the recorded one, counted from the screen's last change (a program
+//!    still starting gets more), never past `--patience-cap`; what shows after the `wait`-only inputs that
 //!    follow an input is a matter of time, so the screen may also match
 //!    the recorded one of such a later input (a faster guest), and the
 //!    replay skips ahead.
@@ -49,9 +50,15 @@ pub struct ReplayArgs {
     /// Stop after this step (the model's request number).
     #[arg(long)]
     pub until: Option<u32>,
-    /// How long a screen may take to become the recorded one.
+    /// How long a screen may take to become the recorded one, counted
+    /// from its last change: while the screen is still changing (a
+    /// program still starting) the wait goes on, up to `--patience-cap`.
     #[arg(long, default_value = "15s", value_parser = crate::units::parse_duration)]
     pub patience: Duration,
+    /// The longest wait for one screen, however long it keeps changing
+    /// (at least `--patience`).
+    #[arg(long, default_value = "60s", value_parser = crate::units::parse_duration)]
+    pub patience_cap: Duration,
     /// Keep the guest this replay boots.
     #[arg(long)]
     pub keep: bool,
@@ -99,7 +106,7 @@ pub async fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
             run: &a.run,
             out: &out,
             plan: &plan,
-            patience: a.patience,
+            patience: Patience::new(a.patience, a.patience_cap),
             until: a.until,
             ignore: &a.ignore,
         }
@@ -131,7 +138,7 @@ struct Replayer<'a> {
     run: &'a Path,
     out: &'a Path,
     plan: &'a plan::Plan,
-    patience: Duration,
+    patience: Patience,
     until: Option<u32>,
     /// Screen rectangles left out (`--ignore`).
     ignore: &'a [Rect],
@@ -141,13 +148,48 @@ struct Replayer<'a> {
 enum Compared {
     /// The recorded screen of this input (index), and the screen.
     Same(usize, Box<Screenshot>),
-    /// It never became it; the regions of the last difference.
-    Diverged(Vec<Rect>),
+    /// It never became it; the regions of the last difference, and how
+    /// long it was waited for.
+    Diverged(Vec<Rect>, Duration),
 }
 
 impl Replayer<'_> {
     /// Replays; the step that diverged, if one did.
     async fn run(&self, ch: &mut Channel) -> anyhow::Result<Option<u32>> {
+        let clock = self.clock(ch, self.plan.started_ms).await?;
+        let result = self.steps(ch, clock).await;
+        if clock {
+            // A session kept or reused runs on in real time.
+            if let Err(e) = ch.set_clock(None).await {
+                tracing::warn!(error = %e, "setting the guest's clock back");
+            }
+        }
+        result
+    }
+
+    /// Shows the guest's programs the recorded time `at` (when the
+    /// recording has one); whether the guest keeps a fake clock.
+    async fn clock(&self, ch: &mut Channel, at: Option<u64>) -> anyhow::Result<bool> {
+        let Some(t) = at else {
+            return Ok(true);
+        };
+        match ch
+            .set_clock(Some(t))
+            .await
+            .context("setting the guest's clock to the recorded time")?
+        {
+            Some(_) => Ok(true),
+            None => {
+                crate::out!(
+                    "replay: the guest keeps no fake clock (an image older than host-cli?): \
+                     its programs show the real time"
+                );
+                Ok(false)
+            }
+        }
+    }
+
+    async fn steps(&self, ch: &mut Channel, mut clock: bool) -> anyhow::Result<Option<u32>> {
         self.settle(ch).await?;
         let inputs = &self.plan.inputs;
         let mut k = 0;
@@ -168,6 +210,9 @@ impl Replayer<'_> {
             );
             req.expect_scale_map = input.expect;
             req.final_screenshot = input.expect.is_some() && input.after.is_some();
+            if clock {
+                clock = self.clock(ch, input.at_ms).await?;
+            }
             let reply = ch.act(&req).await.with_context(|| {
                 format!(
                     "step {} ({}): the daemon refused the recorded actions",
@@ -205,7 +250,7 @@ impl Replayer<'_> {
                     }
                     k = j + 1;
                 }
-                Compared::Diverged(regions) => {
+                Compared::Diverged(regions, waited) => {
                     let list: Vec<String> = regions
                         .iter()
                         .map(|r| format!("{}x{} at ({}, {})", r.width, r.height, r.x, r.y))
@@ -214,7 +259,7 @@ impl Replayer<'_> {
                         "step {:>3} {}: DIVERGED after {:.0} s: {} region(s) differ: {}",
                         input.step,
                         input.who,
-                        self.patience.as_secs_f64(),
+                        waited.as_secs_f64(),
                         regions.len(),
                         list.join(", ")
                     );
@@ -226,9 +271,9 @@ impl Replayer<'_> {
     }
 
     /// Waits until the screen stops changing (the panel drawn, windows
-    /// mapped), at most the patience.
+    /// mapped), at most the patience's cap.
     async fn settle(&self, ch: &mut Channel) -> anyhow::Result<()> {
-        let end = Instant::now() + self.patience;
+        let end = Instant::now() + self.patience.cap;
         let mut last = grab(ch, ScreenshotOptions::default()).await?;
         while Instant::now() < end {
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -269,7 +314,7 @@ impl Replayer<'_> {
             recorded.push((j, self.recorded(file, shot.scale_map.image)?));
         }
         let ignore = self.left_out(&shot.scale_map);
-        let end = Instant::now() + self.patience;
+        let mut wait = self.patience.start(Instant::now());
         let mut now = (shot.clone(), decode(&shot)?);
         loop {
             let mut first = None;
@@ -280,7 +325,7 @@ impl Replayer<'_> {
                 }
                 first.get_or_insert(d);
             }
-            if Instant::now() >= end {
+            if Instant::now() >= wait.deadline() {
                 let (step, who) = (inputs[k].step, &inputs[k].who);
                 let replayed = crate::report::replayed_name(step, who);
                 save(self.out, &replayed, &now.0)?;
@@ -292,10 +337,19 @@ impl Replayer<'_> {
                 )?;
                 return Ok(Compared::Diverged(
                     first.map(|d| d.regions).unwrap_or_default(),
+                    wait.waited(Instant::now()),
                 ));
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
-            now = grab(ch, options).await?;
+            let next = grab(ch, options).await?;
+            // Still changing: the patience counts from now.
+            let moved = diff::compare(&now.1, &next.1, &ignore)
+                .map(|d| !d.matches())
+                .unwrap_or(true);
+            if moved {
+                wait.changed(Instant::now());
+            }
+            now = next;
         }
     }
 
@@ -315,6 +369,58 @@ impl Replayer<'_> {
         let bytes = std::fs::read(self.run.join(file))
             .with_context(|| format!("reading {file} from the run folder"))?;
         decode_png(&bytes, size).map_err(|e| anyhow::anyhow!("{file}: {e}"))
+    }
+}
+
+/// How long a replay waits for a screen: `patience` from the screen's
+/// last change, never more than `cap` from the input.
+#[derive(Debug, Clone, Copy)]
+pub struct Patience {
+    pub patience: Duration,
+    pub cap: Duration,
+}
+
+impl Patience {
+    /// The cap is at least the patience.
+    pub fn new(patience: Duration, cap: Duration) -> Patience {
+        Patience {
+            patience,
+            cap: cap.max(patience),
+        }
+    }
+
+    /// A wait that starts at `at`.
+    pub fn start(&self, at: Instant) -> Wait {
+        Wait {
+            rule: *self,
+            start: at,
+            last_change: at,
+        }
+    }
+}
+
+/// One screen's wait (see [`Patience`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Wait {
+    rule: Patience,
+    start: Instant,
+    last_change: Instant,
+}
+
+impl Wait {
+    /// The screen changed at `at`.
+    pub fn changed(&mut self, at: Instant) {
+        self.last_change = self.last_change.max(at);
+    }
+
+    /// When the wait ends.
+    pub fn deadline(&self) -> Instant {
+        (self.last_change + self.rule.patience).min(self.start + self.rule.cap)
+    }
+
+    /// How long it has waited at `now`.
+    pub fn waited(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.start)
     }
 }
 
@@ -385,6 +491,30 @@ fn save(dir: &Path, name: &str, s: &Screenshot) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn patience_counts_from_the_last_change_up_to_the_cap() {
+        let s = |n: u64| Duration::from_secs(n);
+        let t0 = Instant::now();
+        let mut w = Patience::new(s(15), s(60)).start(t0);
+        // A still screen: the patience from the input.
+        assert_eq!(w.deadline(), t0 + s(15));
+        // Still changing at 10 s and 30 s: 15 s from the last change.
+        w.changed(t0 + s(10));
+        assert_eq!(w.deadline(), t0 + s(25));
+        w.changed(t0 + s(30));
+        assert_eq!(w.deadline(), t0 + s(45));
+        // Never past the cap, however long it changes.
+        w.changed(t0 + s(55));
+        assert_eq!(w.deadline(), t0 + s(60));
+        // An earlier change reported late moves nothing back.
+        w.changed(t0 + s(1));
+        assert_eq!(w.deadline(), t0 + s(60));
+        assert_eq!(w.waited(t0 + s(61)), s(61));
+        // A cap below the patience is the patience.
+        let w = Patience::new(s(15), s(5)).start(t0);
+        assert_eq!(w.deadline(), t0 + s(15));
+    }
 
     #[test]
     fn ignore_rectangles_are_four_whole_numbers() {

@@ -8,7 +8,7 @@ use anyhow::{Context as _, bail};
 use sandtop_protocol::{Action, ScaleMap, ScreenshotOptions};
 use serde_json::Value;
 
-use crate::agent::record::{Entry, LedgerState, read_trajectory};
+use crate::agent::record::{Entry, LedgerState, read_trajectory_timed};
 
 /// One input to replay.
 #[derive(Debug, Clone)]
@@ -22,6 +22,8 @@ pub struct Input {
     pub expect: Option<ScaleMap>,
     /// The run folder's screenshot after it, when one was recorded.
     pub after: Option<String>,
+    /// When it was sent in the recorded run (ms since the Unix epoch).
+    pub at_ms: Option<u64>,
 }
 
 impl Input {
@@ -37,6 +39,8 @@ pub struct Plan {
     pub screenshot: ScreenshotOptions,
     /// The first screenshot and its map (the screen's size comes from it).
     pub initial: Option<(String, ScaleMap)>,
+    /// When the recorded run started (ms since the Unix epoch).
+    pub started_ms: Option<u64>,
     pub inputs: Vec<Input>,
 }
 
@@ -45,17 +49,19 @@ pub struct Plan {
 /// Browser and file calls are not desktop input and are left out (what
 /// they changed on the screen then shows as a divergence).
 pub fn plan(run: &Path) -> anyhow::Result<Plan> {
-    let entries = read_trajectory(run)?;
+    let entries = read_trajectory_timed(run)?;
     let mut screenshot = ScreenshotOptions::default();
     let mut initial = None;
+    let mut started_ms = None;
     let mut inputs: Vec<Input> = Vec::new();
     let mut pending: Vec<Input> = Vec::new();
-    for e in entries {
+    for (e, t) in entries {
         match e {
             Entry::RunStarted(s) => {
                 if let Some(o) = s.screenshot {
                     screenshot = o;
                 }
+                started_ms = started_ms.or(t);
             }
             Entry::Observation {
                 step: 0,
@@ -83,6 +89,7 @@ pub fn plan(run: &Path) -> anyhow::Result<Plan> {
                     actions,
                     expect,
                     after: None,
+                    at_ms: t,
                 });
             }
             Entry::Ledger {
@@ -124,6 +131,7 @@ pub fn plan(run: &Path) -> anyhow::Result<Plan> {
                     actions,
                     expect: None,
                     after: None,
+                    at_ms: t,
                 });
             }
             Entry::OperatorGave {
@@ -147,6 +155,7 @@ pub fn plan(run: &Path) -> anyhow::Result<Plan> {
     Ok(Plan {
         screenshot,
         initial,
+        started_ms,
         inputs,
     })
 }
@@ -217,6 +226,15 @@ mod tests {
                 (1, "c1", Some("step-001-c1.png"), false),
                 (3, "c2", Some("step-003-c2.png"), true),
             ]
+        );
+        // Each with the time it was sent (the trajectory's timestamps).
+        assert!(p.started_ms.is_some());
+        assert!(
+            p.inputs
+                .iter()
+                .all(|i| i.at_ms.is_some_and(|t| t >= p.started_ms.unwrap())),
+            "{:?}",
+            p.inputs
         );
     }
 }

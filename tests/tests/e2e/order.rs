@@ -16,7 +16,7 @@ use super::*;
 
 /// Repetitions per condition: the 20 by default,
 /// `SANDTOP_ORDER_REPS` to change it (at least 1).
-fn reps() -> usize {
+pub(crate) fn reps() -> usize {
     std::env::var("SANDTOP_ORDER_REPS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -25,16 +25,16 @@ fn reps() -> usize {
 }
 
 const FORM_URL: &str = "http://127.0.0.1:8080/";
-const BUTTON: [u8; 3] = [0x25, 0x63, 0xeb];
+pub(crate) const BUTTON: [u8; 3] = [0x25, 0x63, 0xeb];
 const BORDER: [u8; 3] = [0x44, 0x44, 0x44];
 
 /// Where the form's parts are on the screen.
 #[derive(Debug, Clone, Copy)]
-struct Form {
-    name: (i64, i64),
-    email: (i64, i64),
-    message: (i64, i64),
-    submit: (i64, i64),
+pub(crate) struct Form {
+    pub(crate) name: (i64, i64),
+    pub(crate) email: (i64, i64),
+    pub(crate) message: (i64, i64),
+    pub(crate) submit: (i64, i64),
 }
 
 fn px(f: &Frame, x: u32, y: u32) -> [u8; 3] {
@@ -44,7 +44,7 @@ fn px(f: &Frame, x: u32, y: u32) -> [u8; 3] {
 
 /// Finds the form: the submit button's box, then, in a column just inside
 /// the fields' left edge, the border rows of the three boxes above it.
-fn find_form(f: &Frame) -> Option<Form> {
+pub(crate) fn find_form(f: &Frame) -> Option<Form> {
     let (mut x0, mut y0, mut x1, mut y1) = (u32::MAX, u32::MAX, 0, 0);
     let mut n = 0;
     for y in 0..f.height {
@@ -110,7 +110,7 @@ fn find_form(f: &Frame) -> Option<Form> {
     })
 }
 
-async fn screen(ch: &mut Channel) -> anyhow::Result<Frame> {
+pub(crate) async fn screen(ch: &mut Channel) -> anyhow::Result<Frame> {
     let r = ch.screenshot(&ScreenshotOptions::default()).await?;
     let url = format!("data:image/png;base64,{}", r.screenshot.data);
     Frame::from_data_url(&url).context("decoding the screenshot")
@@ -118,7 +118,12 @@ async fn screen(ch: &mut Channel) -> anyhow::Result<Frame> {
 
 /// Opens the form afresh (Super+B the first time, then the address bar)
 /// and returns where its empty fields are.
-async fn open_form(ch: &mut Channel, g: &Guest, first: bool, tag: &str) -> anyhow::Result<Form> {
+pub(crate) async fn open_form(
+    ch: &mut Channel,
+    g: &Guest,
+    first: bool,
+    tag: &str,
+) -> anyhow::Result<Form> {
     // Firefox's first start can take long on a loaded host: wait for its
     // page generously, but press Super+B again only while no Firefox
     // process exists (openbox binds its keys a little after the daemon is
@@ -161,19 +166,12 @@ async fn open_form(ch: &mut Channel, g: &Guest, first: bool, tag: &str) -> anyho
     let mut asked = None::<Instant>;
     loop {
         if !first && asked.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
-            // Firefox lets the page see a key before it runs the browser's
-            // shortcut for it: CTRL+L takes the focus to the address bar
-            // only once the page has answered, and keys sent right behind
-            // it (delivered in order) still reach the page, where "/"
-            // opens the quick find bar and the address is never typed
-            // (from the second repetition on, most of the time). The
-            // screen settles (the address bar's panel drawn) before the
-            // address is typed.
+            // One batch, as a model sends it: the daemon lets Firefox run
+            // the shortcut before the address is typed (contract rule 2b).
             act(
                 ch,
                 json!([
                     {"type": "keypress", "keys": ["CTRL", "L"]},
-                    {"type": "wait"},
                     {"type": "type", "text": format!("{FORM_URL}\n")}
                 ]),
             )
@@ -204,7 +202,7 @@ async fn open_form(ch: &mut Channel, g: &Guest, first: bool, tag: &str) -> anyho
 /// Saves a screen for a failure's message as a binary PPM (no image
 /// library needed; image viewers and ImageMagick read it) in the
 /// temporary folder, and says where.
-fn keep(f: &Frame, tag: &str) -> String {
+pub(crate) fn keep(f: &Frame, tag: &str) -> String {
     let path = std::env::temp_dir().join(format!("sandtop-order-{}-{tag}.ppm", std::process::id()));
     let mut ppm = format!("P6\n{} {}\n255\n", f.width, f.height).into_bytes();
     ppm.extend_from_slice(&f.rgb);
@@ -214,7 +212,7 @@ fn keep(f: &Frame, tag: &str) -> String {
     }
 }
 
-async fn submissions(g: &Guest) -> anyhow::Result<Vec<Value>> {
+pub(crate) async fn submissions(g: &Guest) -> anyhow::Result<Vec<Value>> {
     let r = g.exec(&["cat", STORE_PATH]).await?;
     if r.exit_code != 0 {
         return Ok(Vec::new()); // nothing stored yet

@@ -164,3 +164,88 @@ fn intermediate_points_are_bounded_and_between() {
     }
     assert_eq!(intermediate((100, 100), (0, 0)).len(), 6);
 }
+
+#[test]
+fn keys_after_a_shortcut_wait_for_its_reaction_once_it_is_delivered() {
+    let (ev, at) = delivered(serde_json::json!([
+        {"type": "keypress", "keys": ["CTRL", "L"]},
+        {"type": "type", "text": "ab"},
+        {"type": "keypress", "keys": ["F6"]},
+        {"type": "keypress", "keys": ["ENTER"]}
+    ]));
+    // watch | ctrl down, l down, l up, ctrl up | react | a, b |
+    // watch | F6 down, up | react | Enter down, up
+    use xkeysym::key as k;
+    assert_eq!(
+        ev,
+        vec![
+            Event::Watch,
+            Event::Key(k::Control_L, true),
+            Event::Key(u32::from(b'l'), true),
+            Event::Key(u32::from(b'l'), false),
+            Event::Key(k::Control_L, false),
+            Event::React,
+            Event::Char('a'),
+            Event::Char('b'),
+            Event::Watch,
+            Event::Key(k::F6, true),
+            Event::Key(k::F6, false),
+            Event::React,
+            Event::Key(k::Return, true),
+            Event::Key(k::Return, false),
+        ]
+    );
+    // Delivered before each wait for the reaction (the record counts the
+    // watches and waits too), and before watching the second shortcut.
+    assert!(
+        at.contains(&5) && at.contains(&8) && at.contains(&11),
+        "{ev:?} {at:?}"
+    );
+}
+
+#[test]
+fn only_a_shortcut_followed_by_keys_waits_for_a_reaction() {
+    for actions in [
+        // The last action: the final settle covers it.
+        serde_json::json!([{"type": "keypress", "keys": ["CTRL", "T"]}]),
+        // Shift alone types; Enter and Tab are keys, not shortcuts.
+        serde_json::json!([
+            {"type": "keypress", "keys": ["SHIFT", "A"]},
+            {"type": "type", "text": "b"},
+            {"type": "keypress", "keys": ["ENTER"]},
+            {"type": "type", "text": "c"},
+            {"type": "keypress", "keys": ["TAB"]},
+            {"type": "keypress", "keys": ["A"]}
+        ]),
+        // Pointer input next: no keys to misplace.
+        serde_json::json!([
+            {"type": "keypress", "keys": ["CTRL", "L"]},
+            {"type": "click", "button": "left", "x": 1, "y": 1}
+        ]),
+        // A wait in between settles anyway.
+        serde_json::json!([
+            {"type": "keypress", "keys": ["ALT", "F4"]},
+            {"type": "wait"},
+            {"type": "type", "text": "x"}
+        ]),
+    ] {
+        let (ev, _) = delivered(actions.clone());
+        assert!(
+            !ev.contains(&Event::React) && !ev.contains(&Event::Watch),
+            "{actions}: {ev:?}"
+        );
+    }
+    for keys in [
+        vec!["ALT", "TAB"],
+        vec!["SUPER", "E"],
+        vec!["META", "X"],
+        vec!["F3"],
+        vec!["CTRL", "SHIFT", "T"],
+    ] {
+        let (ev, _) = delivered(serde_json::json!([
+            {"type": "keypress", "keys": keys},
+            {"type": "type", "text": "x"}
+        ]));
+        assert!(ev.contains(&Event::React), "{keys:?}: {ev:?}");
+    }
+}

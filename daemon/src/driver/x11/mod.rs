@@ -6,10 +6,11 @@
 //! only where ordering must be observed: delivery (see [`delivery`]) and
 //! before settling and capturing.
 //!
-//! Size: ~735 lines, no inline tests: one `X11Driver` whose methods share
+//! Size: ~810 lines, no inline tests: one `X11Driver` whose methods share
 //! its connection, keymap, SHM segment and DAMAGE state: `connect` (~170
 //! lines of screen and extension checks) and the `Driver` implementation
-//! (~270). Delivery, the keymap and SHM are modules already.
+//! (~340, the wait for a shortcut's reaction included). Delivery, the
+//! keymap and SHM are modules already.
 
 mod delivery;
 pub mod keymap;
@@ -30,7 +31,7 @@ use x11rb::rust_connection::RustConnection;
 use xkeysym::Keysym;
 
 use self::keymap::Keymap;
-use super::{CursorImage, Driver, DriverError, FrameView};
+use super::{CursorImage, Driver, DriverError, FrameView, Reaction};
 use crate::cancel::Cancel;
 
 pub(crate) fn conn_err(e: ConnectionError) -> DriverError {
@@ -75,6 +76,10 @@ pub struct X11Driver {
     /// The master pointer's XInput 2 device id, when XI2 is there: its
     /// button state covers every button (the core mask only 1 to 5).
     xi_pointer: Option<u16>,
+    /// The focus window when [`Driver::watch`] was called.
+    watched_focus: Option<Window>,
+    /// Damage since the last look ([`Driver::react`]).
+    reacted: bool,
 }
 
 impl X11Driver {
@@ -237,6 +242,8 @@ impl X11Driver {
             last_remap: None,
             expected: delivery::Expected::default(),
             xi_pointer,
+            watched_focus: None,
+            reacted: false,
         };
         if damage_ok {
             let id = driver.conn.generate_id().map_err(id_err)?;
@@ -381,6 +388,7 @@ impl X11Driver {
         match event {
             Event::DamageNotify(_) => {
                 self.damage_seen += 1;
+                self.reacted = true;
                 if let Some(d) = self.damage {
                     self.conn
                         .damage_subtract(d, x11rb::NONE, x11rb::NONE)
@@ -419,6 +427,17 @@ impl X11Driver {
             damaged |= self.handle_event(ev)?;
         }
         Ok(damaged)
+    }
+
+    /// The window holding the input focus now (one round trip).
+    fn focus(&self) -> Result<Window, DriverError> {
+        Ok(self
+            .conn
+            .get_input_focus()
+            .map_err(conn_err)?
+            .reply()
+            .map_err(reply_err)?
+            .focus)
     }
 
     fn wait_readable(&self, timeout: Duration) -> Result<(), DriverError> {
@@ -591,6 +610,66 @@ impl Driver for X11Driver {
                 .min(cap - elapsed)
                 .min(Duration::from_millis(20));
             self.wait_readable(wait)?;
+        }
+    }
+
+    /// Damage (when the server has DAMAGE) and the focus window, read by
+    /// GetInputFocus every few milliseconds: a window manager or a program
+    /// moving the focus shows there whether or not it draws.
+    fn watch(&mut self) -> Result<(), DriverError> {
+        // Damage from before the shortcut is not its reaction; damage
+        // queued from now on is, even when it comes before `react` (a
+        // program answering within the delivery's round trip).
+        self.drain_events()?;
+        if let Some(d) = self.damage {
+            self.conn
+                .damage_subtract(d, x11rb::NONE, x11rb::NONE)
+                .map_err(conn_err)?;
+        }
+        self.watched_focus = Some(self.focus()?);
+        self.reacted = false;
+        Ok(())
+    }
+
+    fn react(
+        &mut self,
+        quiet: Duration,
+        cap: Duration,
+        cancel: &Cancel,
+    ) -> Result<Reaction, DriverError> {
+        let start = Instant::now();
+        let mut focus = match self.watched_focus.take() {
+            Some(f) => f,
+            None => self.focus()?,
+        };
+        let mut seen = Reaction::default();
+        loop {
+            self.drain_events()?;
+            let mut moved = std::mem::take(&mut self.reacted);
+            let now_focus = self.focus()?;
+            if now_focus != focus {
+                focus = now_focus;
+                seen.focus_moved = true;
+                moved = true;
+            }
+            let elapsed = start.elapsed();
+            if moved {
+                seen.first.get_or_insert(elapsed);
+                seen.last = Some(elapsed);
+                self.conn.flush().map_err(conn_err)?;
+            }
+            let quiet_for = seen.last.map(|l| elapsed.saturating_sub(l));
+            if quiet_for.is_some_and(|q| q >= quiet) || elapsed >= cap {
+                seen.waited = elapsed;
+                seen.quiet = quiet_for.is_some_and(|q| q >= quiet);
+                return Ok(seen);
+            }
+            cancel.check()?;
+            let left = match quiet_for {
+                Some(q) => (quiet - q).min(cap - elapsed),
+                None => cap - elapsed,
+            };
+            self.wait_readable(left.min(Duration::from_millis(4)))?;
         }
     }
 
