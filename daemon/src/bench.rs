@@ -578,13 +578,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let mut clicks = Vec::with_capacity(n);
     for i in 0..n {
         let req = click_req(1300 + (i % 100) as i64, 900);
-        let cancel = Cancel::new(Instant::now() + Duration::from_secs(5));
-        let t = Instant::now();
-        let (steps, _) = exec::plan(&req, screen_now).map_err(|e| anyhow::anyhow!("{e}"))?;
-        exec::run(&mut driver, &mut input, &steps, &cancel)
-            .map_err(|f| anyhow::anyhow!("{}", f.error))?;
-        driver.sync()?;
-        clicks.push(t.elapsed());
+        clicks.push(timed_batch(&mut driver, &mut input, &req, screen_now)?);
     }
     let ours_click = stat(
         "sandtopd click (XTEST motion+press+release, round trip)",
@@ -624,13 +618,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         };
         let mut v = Vec::with_capacity(type_n);
         for _ in 0..type_n {
-            let cancel = Cancel::new(Instant::now() + Duration::from_secs(5));
-            let t = Instant::now();
-            let (steps, _) = exec::plan(&req, screen_now).map_err(|e| anyhow::anyhow!("{e}"))?;
-            exec::run(&mut driver, &mut input, &steps, &cancel)
-                .map_err(|f| anyhow::anyhow!("{}", f.error))?;
-            driver.sync()?;
-            v.push(t.elapsed());
+            v.push(timed_batch(&mut driver, &mut input, &req, screen_now)?);
         }
         Ok(v)
     };
@@ -672,13 +660,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         };
         let mut v = Vec::with_capacity(reps);
         for _ in 0..reps {
-            let cancel = Cancel::new(Instant::now() + Duration::from_secs(5));
-            let t = Instant::now();
-            let (steps, _) = exec::plan(&req, screen_now).map_err(|e| anyhow::anyhow!("{e}"))?;
-            exec::run(&mut driver, &mut input, &steps, &cancel)
-                .map_err(|f| anyhow::anyhow!("{}", f.error))?;
-            driver.sync()?;
-            v.push(t.elapsed());
+            v.push(timed_batch(&mut driver, &mut input, &req, screen_now)?);
             // Let the reaction's own drawing end before the next one.
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -846,4 +828,20 @@ fn print_table(r: &Report) {
         "1280x720 PNG reply size: {} bytes (JSON with base64)",
         r.screenshot_png_bytes
     );
+}
+
+/// One batch planned and run on the driver directly, until the X server
+/// has processed it: the time it took.
+fn timed_batch(
+    driver: &mut X11Driver,
+    input: &mut Input,
+    req: &BatchRequest,
+    screen: Size,
+) -> anyhow::Result<Duration> {
+    let cancel = Cancel::new(Instant::now() + Duration::from_secs(5));
+    let t = Instant::now();
+    let (steps, _) = exec::plan(req, screen).map_err(|e| anyhow::anyhow!("{e}"))?;
+    exec::run(driver, input, &steps, &cancel).map_err(|f| anyhow::anyhow!("{}", f.error))?;
+    driver.sync()?;
+    Ok(t.elapsed())
 }
