@@ -14,22 +14,11 @@
 //! 3. The actions go out once as a `BatchRequest`; the reply is validated
 //!    ([`channel::check_screenshot`]) and printed as JSON.
 
-/// `println!` for the command's output: a closed stdout ends the output
-/// quietly instead of panicking ([`term::print_out`]).
-#[macro_export]
-macro_rules! out {
-    () => {
-        $crate::term::print_out(format_args!(""))
-    };
-    ($($arg:tt)*) => {
-        $crate::term::print_out(format_args!($($arg)*))
-    };
-}
+pub use sandtop_hostkit::out;
 
 pub mod agent;
 #[cfg(feature = "bench")]
 pub mod bench;
-pub mod chain;
 pub mod channel;
 pub mod cli;
 pub mod control;
@@ -40,12 +29,8 @@ pub mod image_check;
 pub mod mcp;
 pub mod replay;
 pub mod report;
-pub mod secret;
 pub mod session;
-pub mod signals;
-pub mod term;
-pub mod units;
 pub mod view;
 
-/// Environment variables never handed to a guest or a child process.
-pub const SECRET_ENV: &[&str] = &["OPENAI_API_KEY", sandtop_protocol::session::TOKEN_ENV];
+pub use sandtop_hostkit::secret::SECRET_ENV;
+pub use sandtop_hostkit::{chain, secret, signals, term, units};

@@ -191,7 +191,7 @@ fn a_stop_closes_an_open_origin_question_and_a_late_answer_approves_nothing() {
 
 #[test]
 fn prompts_show_model_guest_and_page_text_without_escape_sequences() {
-    for (name, evil) in crate::term::corpus() {
+    for (name, evil) in sandtop_testkit::escapes::corpus() {
         let (tx, rx) = mpsc::channel();
         let screen = Screen {
             shown: Default::default(),

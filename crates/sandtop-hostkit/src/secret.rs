@@ -6,6 +6,9 @@ use std::path::Path;
 
 use sandtop_client::{Token, TokenError};
 
+/// Environment variables never handed to a guest or a child process.
+pub const SECRET_ENV: &[&str] = &["OPENAI_API_KEY", sandtop_protocol::session::TOKEN_ENV];
+
 /// A secret string.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
