@@ -29,6 +29,7 @@ pub mod frame;
 pub mod sign_in;
 
 pub use frame::{Frame, last_screenshot};
+pub use sandtop_runfolder::parts::Check;
 
 /// What the exercise types into the form.
 pub const FORM_NAME: &str = "Zoë Ångström-Łukasz 山田太郎";
@@ -360,15 +361,6 @@ impl Script for ExerciseScript {
         };
         Ok(Some(out))
     }
-}
-
-/// One check of the exercise's result.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Check {
-    pub what: String,
-    pub ok: bool,
-    pub detail: String,
 }
 
 /// Checks the demo app's stored record (JSON lines) for a submission with

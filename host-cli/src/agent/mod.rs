@@ -15,16 +15,16 @@
 pub mod approve;
 pub mod browser;
 pub mod cmd;
-pub mod diagnostics;
 pub mod exercise;
 pub mod grants;
 pub mod model;
-pub mod outcome;
 pub mod preflight;
 pub mod progress;
-pub mod record;
 pub mod runner;
 pub mod screen_change;
 pub mod scripted;
 pub mod sign_in;
 pub mod wire;
+
+pub use sandtop_runfolder::trajectory as record;
+pub use sandtop_runfolder::{diagnostics, outcome};

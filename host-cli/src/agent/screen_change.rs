@@ -11,7 +11,7 @@
 //! clock stays below that, a window that moved or opened does not.
 
 use sandtop_protocol::{Action, Rect, Size};
-use serde::{Deserialize, Serialize};
+pub use sandtop_runfolder::parts::Changed;
 
 use crate::image_check::Rgb8;
 
@@ -21,14 +21,6 @@ pub const RADIUS: u32 = 32;
 pub const PIXEL_DELTA: u8 = 32;
 /// A region whose changed pixels exceed this share has changed.
 pub const CHANGED_SHARE: f64 = 0.02;
-
-/// One region that changed, and by how much.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Changed {
-    pub region: Rect,
-    /// Changed pixels over all pixels of the region.
-    pub share: f64,
-}
 
 /// The regions a call's approval is bound to, in an image of `size`.
 pub fn regions(actions: &[Action], size: Size) -> Vec<Rect> {

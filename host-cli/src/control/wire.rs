@@ -13,6 +13,7 @@
 //!   (terminal, viewer, policy, a stop) wins and every other prompt of it
 //!   closes.
 
+pub use sandtop_runfolder::parts::QuestionKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -51,23 +52,6 @@ pub enum Phase {
     /// Paused for the operator (after Take control).
     Paused,
     Finished,
-}
-
-/// The kinds of question a viewer can answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum QuestionKind {
-    /// A computer call's pending safety checks: approve or deny.
-    SafetyCheck,
-    /// `--confirm-actions`: one action or the final screenshot.
-    ConfirmAction,
-    /// A state-changing browser member (or a read named by
-    /// `--confirm-reads`): approve or deny.
-    Browser,
-    /// The guest wants an origin (`--network ask`): approve, deny, cancel.
-    Origin,
-    /// The model asks the operator (`ask_user`): a text answer, or refuse.
-    AskUser,
 }
 
 /// The usage so far.

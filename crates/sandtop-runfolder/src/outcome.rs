@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::wire::Usage;
+use crate::items::Usage;
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

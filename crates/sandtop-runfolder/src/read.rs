@@ -1,7 +1,7 @@
 //! Reading a run folder into steps.
 //!
-//! The trajectory is read as a regular file ([`super::files`]) through
-//! [`record::parse_trajectory`], strictly (a line its kind does not
+//! The trajectory is read as a regular file ([`crate::files`]) through
+//! [`trajectory::parse_trajectory`], strictly (a line its kind does not
 //! describe is an error naming the line). Its `t_unix_ms` stamps, which
 //! that reader drops, are read from the same lines beside it. Step `n` is request `n`: what the model was shown
 //! (the last observation before it), what it answered, what became of its
@@ -14,10 +14,10 @@ use anyhow::{Context as _, bail};
 use sandtop_protocol::{ScaleMap, Timings};
 use serde_json::Value;
 
-use super::files;
-use crate::agent::diagnostics::Diagnostic;
-use crate::agent::exercise::Check;
-use crate::agent::record::{self, Entry, Finished, Started, UsageRecord};
+use crate::diagnostics::Diagnostic;
+use crate::files;
+use crate::parts::Check;
+use crate::trajectory::{self, Entry, Finished, Started, UsageRecord};
 
 /// A screenshot of the run folder and the map of its coordinates.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,7 +80,7 @@ fn entries_with_times(dir: &Path) -> anyhow::Result<Vec<(Entry, Option<u64>)>> {
     // Read once, as a regular file (never through a link).
     let text = files::read_regular_text(dir, "trajectory.jsonl").map_err(anyhow::Error::msg)?;
     let path = dir.join("trajectory.jsonl");
-    let entries = record::parse_trajectory(text.as_bytes(), &path.display().to_string())?;
+    let entries = trajectory::parse_trajectory(text.as_bytes(), &path.display().to_string())?;
     // The same lines `parse_trajectory` took: non-empty, JSON.
     let mut times = Vec::new();
     for line in text.lines() {

@@ -20,7 +20,7 @@ use anyhow::Context as _;
 use sandtop_protocol::Timings;
 use serde::{Deserialize, Serialize};
 
-use super::wire::Usage;
+use crate::items::Usage;
 
 /// One diagnostics record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -34,9 +34,9 @@ use sandtop_protocol::{ErrorCode, ScaleMap, ScreenshotOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::exercise::Check;
-use super::outcome::{Ending, UsageTotals};
-use super::wire::{SafetyCheck, ToolShape, Usage};
+use crate::items::{SafetyCheck, ToolShape, Usage};
+use crate::outcome::{Ending, UsageTotals};
+use crate::parts::{Changed, Check, QuestionKind};
 
 /// How a run began (`run_started`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -162,7 +162,7 @@ pub enum Entry {
         call_id: String,
         before: String,
         after: String,
-        changed: Vec<crate::agent::screen_change::Changed>,
+        changed: Vec<Changed>,
     },
     /// `--confirm-actions`: one action (`index`) or, `index` null, the
     /// final screenshot.
@@ -253,7 +253,7 @@ pub enum Entry {
     /// answer's word. What was decided is in the entry of its kind too.
     Answered {
         step: u32,
-        question: crate::control::wire::QuestionKind,
+        question: QuestionKind,
         title: String,
         by: String,
         answer: String,
