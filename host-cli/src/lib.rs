@@ -19,18 +19,17 @@ pub use sandtop_hostkit::out;
 pub mod agent;
 #[cfg(feature = "bench")]
 pub mod bench;
-pub mod channel;
 pub mod cli;
 pub mod control;
 pub mod doctor;
 pub mod egress;
 pub mod guest;
-pub mod image_check;
 pub mod mcp;
 pub mod replay;
 pub mod report;
 pub mod session;
 pub mod view;
 
+pub use sandtop_channel::{self as channel, image_check};
 pub use sandtop_hostkit::secret::SECRET_ENV;
 pub use sandtop_hostkit::{chain, secret, signals, term, units};

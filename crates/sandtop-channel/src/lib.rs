@@ -16,6 +16,8 @@
 //!    while idle is replaced before sending, never after (L5). The HTTP
 //!    client and that rule are `sandtop_client`'s, shared with the daemon.
 
+pub mod image_check;
+
 use std::path::PathBuf;
 use std::pin::Pin;
 
@@ -28,7 +30,7 @@ use sandtop_protocol::{
 use serde::de::DeserializeOwned;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::secret::Secret;
+use sandtop_hostkit::secret::Secret;
 
 /// A duplex byte stream to the daemon.
 pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
