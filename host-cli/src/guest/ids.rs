@@ -1,21 +1,10 @@
 //! The guest's identity and where its folder appears, the same for every
 //! backend (a container's user, a VM's user, the egress proxy's check of
-//! who may use its socket): defined once here, below the backends.
+//! who may use its socket): the ids are `sandtop_protocol::session`'s
+//! (what host and guest agree on), checked here against this host's
+//! accounts.
 
-/// The guest's desktop user (docs/security.md C1, issue 12 item 1): a
-/// high constant that no host account has, so that no host user shares
-/// the guest's identity. A host user with the guest's uid could reach
-/// everything of a running guest through `/proc/PID/root` (its token,
-/// socket and display) without any Docker rights. 2,000,000,000 lies above
-/// what `useradd` hands out to accounts (1000-60000) and to `/etc/subuid`
-/// (from 100000, at most 600,100,000 by default), outside systemd's
-/// reserved ranges (nspawn ends at 1,879,048,191) and below 2^31 (tools
-/// that keep uids in a signed int). `guest start` refuses to run when an
-/// account, a group or a subordinate range of this host holds it
-/// ([`check_guest_ids_unused`]). Dockerfile.guest creates the user with
-/// the same numbers (a unit test keeps them equal).
-pub const GUEST_UID: u32 = 2_000_000_000;
-pub const GUEST_GID: u32 = 2_000_000_000;
+pub use sandtop_protocol::session::{GUEST_GID, GUEST_UID};
 
 /// `uid:gid` of the guest's desktop user, as Docker takes it.
 pub fn guest_user() -> String {

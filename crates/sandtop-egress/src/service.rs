@@ -142,7 +142,7 @@ pub async fn start(
     if let Some((u, g)) = guest_uid {
         cmd.arg("--socket-owner").arg(format!("{u}:{g}"));
     }
-    for k in crate::SECRET_ENV {
+    for k in sandtop_hostkit::secret::SECRET_ENV {
         cmd.env_remove(k);
     }
     use std::os::unix::process::CommandExt as _;
@@ -237,7 +237,7 @@ fn bind_for_guest(
 /// `prepare_guest_dir`).
 fn umask_for(owner: Option<(u32, u32)>) -> u32 {
     let guest_is_owner =
-        owner.is_some() || rustix::process::geteuid().as_raw() == crate::guest::ids::GUEST_UID;
+        owner.is_some() || rustix::process::geteuid().as_raw() == sandtop_protocol::session::GUEST_UID;
     if guest_is_owner { 0o177 } else { 0o111 }
 }
 

@@ -2,7 +2,7 @@ use sandtop_testkit::tls::{client_hello_message, handshake_records};
 use serde_json::Value;
 
 use super::*;
-use crate::egress::policy::NetworkMode;
+use crate::policy::NetworkMode;
 
 #[tokio::test]
 async fn only_the_operators_answers_last_for_the_session() {
