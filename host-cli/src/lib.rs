@@ -22,14 +22,13 @@ pub mod bench;
 pub mod cli;
 pub mod control;
 pub mod doctor;
-pub mod guest;
 pub mod mcp;
 pub mod replay;
 pub mod report;
-pub mod session;
 pub mod view;
 
 pub use sandtop_channel::{self as channel, image_check};
 pub use sandtop_egress as egress;
+pub use sandtop_guest::{self as guest, session};
 pub use sandtop_hostkit::secret::SECRET_ENV;
 pub use sandtop_hostkit::{chain, secret, signals, term, units};

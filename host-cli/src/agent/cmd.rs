@@ -48,14 +48,13 @@ use crate::term;
 mod args;
 mod ending;
 mod exercise_cmd;
-mod lock;
 mod resume;
 
 pub use args::{Given, Reconcile, RunArgs, ToolChoice};
 use ending::{exit_for, print_outcome};
 pub use ending::{exit_status, summary};
 pub use exercise_cmd::{ExerciseArgs, exercise, exercise_setup};
-pub use lock::{RunLock, hold_session, lock_session, session_holder};
+pub use crate::session::{RunLock, hold_session, lock_session, session_holder};
 use resume::is_function_call;
 pub use resume::resume_hint;
 

@@ -66,12 +66,12 @@ pub fn not_ours(
     if *host != host_id() {
         return Some(format!(
             "it belongs to another host ({})",
-            crate::term::safe(host)
+            sandtop_hostkit::term::safe(host)
         ));
     }
     let me = rustix::process::geteuid();
     if !me.is_root() && *uid != me.as_raw().to_string() {
-        return Some(format!("it belongs to uid {}", crate::term::safe(uid)));
+        return Some(format!("it belongs to uid {}", sandtop_hostkit::term::safe(uid)));
     }
     None
 }
@@ -189,8 +189,8 @@ impl DockerBackend {
     pub async fn gc_containers(
         &self,
         store: &Store,
-        report: &mut crate::guest::GcReport,
-    ) -> crate::guest::Result<()> {
+        report: &mut crate::GcReport,
+    ) -> crate::Result<()> {
         self.gc_labelled(store, report, LABEL_SESSION.to_string())
             .await
     }
@@ -200,9 +200,9 @@ impl DockerBackend {
     async fn gc_labelled(
         &self,
         store: &Store,
-        report: &mut crate::guest::GcReport,
+        report: &mut crate::GcReport,
         filter: String,
-    ) -> crate::guest::Result<()> {
+    ) -> crate::Result<()> {
         let filters = HashMap::from([("label", vec![filter])]);
         let list = self
             .docker
@@ -213,7 +213,7 @@ impl DockerBackend {
                     .build(),
             ))
             .await
-            .map_err(crate::guest::GuestError::docker(
+            .map_err(crate::GuestError::docker(
                 "listing sandtop containers",
             ))?;
         let sessions_root = store.root().join("sessions");
@@ -226,7 +226,7 @@ impl DockerBackend {
             let folder = labels.get(LABEL_SESSION_DIR).map(PathBuf::from);
             let short = id.chars().take(12).collect::<String>();
             // Labels of another user's container are that user's text.
-            let shown = crate::term::safe(&session);
+            let shown = sandtop_hostkit::term::safe(&session);
             if let Some(whose) = not_ours(&labels, folder.as_deref(), &sessions_root) {
                 report.done(format!(
                     "left container {short} (session {shown}) alone: {whose}"
@@ -434,7 +434,7 @@ mod tests {
         // other people's.
         let only = format!("{LABEL_SESSION}={name}");
         let docker = DockerBackend::connect().await.unwrap();
-        let mut report = crate::guest::GcReport::default();
+        let mut report = crate::GcReport::default();
         docker
             .gc_labelled(&store, &mut report, only.clone())
             .await
@@ -460,7 +460,7 @@ mod tests {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let mut report = crate::guest::GcReport::default();
+        let mut report = crate::GcReport::default();
         docker.gc_labelled(&store, &mut report, only).await.unwrap();
         assert!(!exists(), "a stopped container stayed: {report:?}");
         assert!(

@@ -11,8 +11,8 @@ use sandtop_client::TokenError;
 
 use super::docker::IMAGE_ENV;
 use super::docker::channel::CHANNEL_ENV;
-use crate::channel::ChannelError;
-use crate::egress::service::EgressError;
+use sandtop_channel::ChannelError;
+use sandtop_egress::service::EgressError;
 use crate::session::SessionError;
 
 /// The `guest` module's result.
@@ -193,7 +193,7 @@ impl GuestError {
     /// The message and its causes on one line (`a: b: c`), for reports
     /// that print an error without handing it on.
     pub fn chain(&self) -> String {
-        crate::chain::chain(self)
+        sandtop_hostkit::chain::chain(self)
     }
 }
 

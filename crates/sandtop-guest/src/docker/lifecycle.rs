@@ -16,9 +16,9 @@ use super::channel::{self, ChannelMode};
 use super::{
     DockerBackend, LABEL_SESSION, LABEL_SESSION_DIR, LOG_TAIL_ON_FAILURE, container_name, is_status,
 };
-use crate::channel::Channel;
-use crate::guest::{GuestError, Result, StartRequest};
-use crate::secret::Secret;
+use sandtop_channel::Channel;
+use crate::{GuestError, Result, StartRequest};
+use sandtop_hostkit::secret::Secret;
 use crate::session::{BackendRecord, DockerRecord, SessionDir, SessionRecord, now_unix};
 
 impl DockerBackend {
@@ -102,7 +102,7 @@ impl DockerBackend {
             })
             .await;
             match attempt {
-                Ok(Ok(h)) if crate::guest::ready(&h) => return Ok(()),
+                Ok(Ok(h)) if crate::ready(&h) => return Ok(()),
                 Ok(Ok(h)) => {
                     last = format!(
                         "health {:?} (X connected: {}, window manager: {:?})",

@@ -1,7 +1,9 @@
 //! The run lock of a session: one run (or command that drives the
 //! guest) at a time (docs/contract.md rule 16).
 
-use super::*;
+use std::os::unix::fs::OpenOptionsExt as _;
+
+use super::{SessionDir, SessionError, io};
 
 /// An exclusive lock on a session for one run; released on drop.
 #[derive(Debug)]
@@ -10,25 +12,21 @@ pub struct RunLock {
 }
 
 /// Takes the session's run lock or explains who holds it.
-pub fn lock_session(dir: &SessionDir) -> anyhow::Result<RunLock> {
-    try_lock(dir)?.map_err(|holder| {
-        anyhow::anyhow!(
-            "another run is active on session {} (host-cli pid {holder}); one run per session",
-            dir.name
-        )
+pub fn lock_session(dir: &SessionDir) -> Result<RunLock, SessionError> {
+    try_lock(dir)?.map_err(|holder| SessionError::RunActive {
+        name: dir.name.clone(),
+        holder,
     })
 }
 
 /// The session's lock for one command that touches the desktop (`act`,
 /// `screenshot`): refused with a clear message while a run owns the
 /// session (one owner per session, docs/contract.md rule 6).
-pub fn hold_session(dir: &SessionDir, what: &str) -> anyhow::Result<RunLock> {
-    try_lock(dir)?.map_err(|holder| {
-        anyhow::anyhow!(
-            "session {} is in use by a run (host-cli pid {holder}); `{what}` does not touch a \
-             session a run owns. Wait for the run to end, or stop it (Ctrl-C in its terminal)",
-            dir.name
-        )
+pub fn hold_session(dir: &SessionDir, what: &str) -> Result<RunLock, SessionError> {
+    try_lock(dir)?.map_err(|holder| SessionError::InUse {
+        name: dir.name.clone(),
+        holder,
+        what: what.to_string(),
     })
 }
 
@@ -42,7 +40,7 @@ pub fn session_holder(dir: &SessionDir) -> Option<String> {
 
 /// Takes the session's lock (writing this process's pid into it), or
 /// gives the holder's pid.
-pub(super) fn try_lock(dir: &SessionDir) -> anyhow::Result<Result<RunLock, String>> {
+fn try_lock(dir: &SessionDir) -> Result<Result<RunLock, String>, SessionError> {
     let path = dir.path.join("run.lock");
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -51,7 +49,7 @@ pub(super) fn try_lock(dir: &SessionDir) -> anyhow::Result<Result<RunLock, Strin
         .write(true)
         .mode(0o600)
         .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
+        .map_err(io("opening", &path))?;
     match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => {
             let _ = std::fs::write(&path, std::process::id().to_string());

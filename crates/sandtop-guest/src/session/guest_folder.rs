@@ -9,7 +9,7 @@ use sandtop_client::Token;
 use sandtop_protocol::session;
 
 use super::{SessionDir, SessionError, io};
-use crate::guest::ids::{GUEST_GID, GUEST_UID};
+use sandtop_protocol::session::{GUEST_GID, GUEST_UID};
 
 /// The size of the guest's folder, `/run/sandtop` (issue 12 item 2): it
 /// holds a 64-byte token and two sockets.

@@ -384,8 +384,8 @@ pub(crate) mod tests {
 
     /// The guest's uid (a process of that uid is the case to cover: the
     /// guest's own files, whatever their modes) and another account's.
-    pub(crate) const GUEST: u32 = crate::guest::ids::GUEST_UID;
-    pub(crate) const OTHER: u32 = crate::guest::ids::GUEST_UID + 1;
+    pub(crate) const GUEST: u32 = crate::ids::GUEST_UID;
+    pub(crate) const OTHER: u32 = crate::ids::GUEST_UID + 1;
 
     /// Runs test `f` of `module` again in a child process, in `dir`, as
     /// `uid` when given (from root: setuid and setgid, supplementary
@@ -562,7 +562,7 @@ pub(crate) mod tests {
             .enable_all()
             .build()
             .unwrap();
-        rt.block_on(crate::guest::stop(&store, &sd, &rec)).unwrap();
+        rt.block_on(crate::stop(&store, &sd, &rec)).unwrap();
         assert!(!sd.path.exists(), "the session folder is left");
         victim_is_intact(&victim);
         mode(&victim, 0o755);

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, Signal};
 
 use super::{Backend, GuestError, Result, StartRequest};
-use crate::channel::{Channel, Connect, UnixConnector};
-use crate::secret::Secret;
+use sandtop_channel::{Channel, Connect, UnixConnector};
+use sandtop_hostkit::secret::Secret;
 use crate::session::{BackendRecord, LocalRecord, SessionDir, SessionRecord, now_unix};
 
 /// How long `start` waits for the daemon to answer.
@@ -121,7 +121,7 @@ impl Backend for LocalBackend {
         } else {
             tracing::warn!("openbox is not installed; the local desktop has no window manager");
         }
-        for k in crate::SECRET_ENV {
+        for k in sandtop_hostkit::secret::SECRET_ENV {
             cmd.env_remove(k);
         }
         use std::os::unix::process::CommandExt as _;

@@ -99,7 +99,7 @@ pub struct SessionRecord {
     /// What the backend runs.
     pub guest: BackendRecord,
     /// The network policy; absent means `none`.
-    pub network: Option<crate::egress::service::EgressConfig>,
+    pub network: Option<sandtop_egress::service::EgressConfig>,
     /// The egress proxy's pid, for `allow` and `ask`.
     pub egress_pid: Option<i32>,
 }
@@ -146,7 +146,7 @@ struct RecordFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     qemu: Option<QemuRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    network: Option<crate::egress::service::EgressConfig>,
+    network: Option<sandtop_egress::service::EgressConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     egress_pid: Option<i32>,
 }

@@ -15,8 +15,8 @@ use serde::Serialize;
 use tokio::io::AsyncWriteExt as _;
 
 use super::DockerBackend;
-use crate::guest::ids::guest_user;
-use crate::guest::{GuestError, Result};
+use crate::ids::guest_user;
+use crate::{GuestError, Result};
 
 /// The result of a command run in a guest.
 #[derive(Debug, Clone)]

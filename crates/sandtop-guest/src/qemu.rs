@@ -37,8 +37,8 @@ use sandtop_protocol::session;
 
 use super::qemu_user::RunAs;
 use super::{Backend, GuestError, Result, StartRequest};
-use crate::channel::{Channel, Connect, UnixConnector};
-use crate::secret::Secret;
+use sandtop_channel::{Channel, Connect, UnixConnector};
+use sandtop_hostkit::secret::Secret;
 pub use crate::session::{Accel, QemuRecord};
 use crate::session::{BackendRecord, SessionDir, SessionRecord, now_unix};
 
@@ -461,7 +461,7 @@ fn spawn(cmd: &mut std::process::Command, log: &Path) -> Result<std::process::Ch
     let creating = || GuestError::io(format!("creating {}", log.display()));
     let log = std::fs::File::create(log).map_err(creating())?;
     let stdout = log.try_clone().map_err(creating())?;
-    for k in crate::SECRET_ENV {
+    for k in sandtop_hostkit::secret::SECRET_ENV {
         cmd.env_remove(k);
     }
     let child = cmd
@@ -510,7 +510,7 @@ impl Backend for QemuBackend {
                     "creating {}",
                     dir.guest_path().display()
                 )))?;
-            let paths = crate::egress::service::Paths::new(&dir.path, &dir.guest_path());
+            let paths = sandtop_egress::service::Paths::new(&dir.path, &dir.guest_path());
             link.arg("--egress-socket").arg(&paths.guest_socket);
         }
         // The link waits for QEMU's socket itself.
@@ -690,7 +690,7 @@ mod tests {
     }
 
     fn req(mode: &str) -> StartRequest {
-        let mut network = crate::egress::service::EgressConfig::none();
+        let mut network = sandtop_egress::service::EgressConfig::none();
         network.mode = mode.parse().unwrap();
         StartRequest {
             name: "s1".into(),

@@ -35,7 +35,7 @@ use futures_util::Stream as FuturesStream;
 use sandtop_protocol::session::{SOCKET_NAME, SOCKET_PATH};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::channel::{ChannelError, Connect, Connecting, Stream};
+use sandtop_channel::{ChannelError, Connect, Connecting, Stream};
 
 /// The relay run by the exec path.
 pub const GUEST_SANDTOPD: &str = "/usr/local/bin/sandtopd";
@@ -56,12 +56,12 @@ pub enum ChannelMode {
 
 impl ChannelMode {
     /// `SANDTOP_CHANNEL` (`auto`, `socket`, `exec`; unset means auto).
-    pub fn from_env() -> crate::guest::Result<ChannelMode> {
+    pub fn from_env() -> crate::Result<ChannelMode> {
         ChannelMode::parse(std::env::var_os(CHANNEL_ENV).as_deref())
     }
 
     /// A value of `SANDTOP_CHANNEL` (`None`: unset).
-    pub fn parse(value: Option<&std::ffi::OsStr>) -> crate::guest::Result<ChannelMode> {
+    pub fn parse(value: Option<&std::ffi::OsStr>) -> crate::Result<ChannelMode> {
         let Some(v) = value else {
             return Ok(ChannelMode::Auto);
         };
@@ -69,7 +69,7 @@ impl ChannelMode {
             Some("" | "auto") => Ok(ChannelMode::Auto),
             Some("socket") => Ok(ChannelMode::Socket),
             Some("exec") => Ok(ChannelMode::Exec),
-            _ => Err(crate::guest::GuestError::BadChannelMode {
+            _ => Err(crate::GuestError::BadChannelMode {
                 value: v.to_string_lossy().chars().take(20).collect(),
             }),
         }
@@ -173,8 +173,8 @@ impl ExecConnector {
             // change cannot turn the relay into root.
             user: Some(format!(
                 "{}:{}",
-                crate::guest::ids::GUEST_UID,
-                crate::guest::ids::GUEST_GID
+                crate::ids::GUEST_UID,
+                crate::ids::GUEST_GID
             )),
             // Nothing of the host's environment: the exec inherits the
             // container's (scrubbed) one.
@@ -409,7 +409,7 @@ impl Connect for DockerConnector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::guest::GuestError;
+    use crate::GuestError;
 
     #[test]
     fn the_channel_setting_takes_three_words_and_refuses_the_rest() {

@@ -17,9 +17,11 @@
 //! or unreadable directories, deep chains, links): see [`remove`].
 
 pub mod guest_folder;
+pub mod lock;
 mod record;
 pub mod remove;
 
+pub use lock::{RunLock, hold_session, lock_session, session_holder};
 pub use record::{
     Accel, BackendKind, BackendRecord, DockerRecord, LocalRecord, QemuRecord, SessionRecord,
 };
@@ -67,6 +69,20 @@ pub enum SessionError {
     /// The session's token file.
     #[error(transparent)]
     Token(#[from] sandtop_client::TokenError),
+    /// Another run holds the session's run lock (docs/contract.md rule 16).
+    #[error("another run is active on session {name} (host-cli pid {holder}); one run per session")]
+    RunActive { name: String, holder: String },
+    /// A command that touches the desktop while a run owns the session
+    /// (docs/contract.md rule 6).
+    #[error(
+        "session {name} is in use by a run (host-cli pid {holder}); `{what}` does not touch a \
+         session a run owns. Wait for the run to end, or stop it (Ctrl-C in its terminal)"
+    )]
+    InUse {
+        name: String,
+        holder: String,
+        what: String,
+    },
 }
 
 type Result<T> = std::result::Result<T, SessionError>;
@@ -304,8 +320,8 @@ impl Store {
         let left = match (unmounted, removed) {
             (Ok(()), Ok(_)) => return Ok(()),
             (Ok(()), Err(left)) => left.to_string(),
-            (Err(u), Ok(_)) => crate::chain::chain(&u),
-            (Err(u), Err(left)) => format!("{left}; {}", crate::chain::chain(&u)),
+            (Err(u), Ok(_)) => sandtop_hostkit::chain::chain(&u),
+            (Err(u), Err(left)) => format!("{left}; {}", sandtop_hostkit::chain::chain(&u)),
         };
         Err(SessionError::Remove {
             path: dir.path.clone(),

@@ -11,8 +11,8 @@ use bollard::models::{
 };
 
 use super::{DockerBackend, STOP_GRACE_SECS, gc::session_labels};
-use crate::guest::StartRequest;
-use crate::guest::ids::{GUEST_GID, GUEST_MOUNT, GUEST_UID, guest_user};
+use crate::StartRequest;
+use crate::ids::{GUEST_GID, GUEST_MOUNT, GUEST_UID, guest_user};
 use crate::session::SessionDir;
 
 impl DockerBackend {
@@ -49,7 +49,7 @@ impl DockerBackend {
             // `none` for every mode but `open`: with `allow` and `ask` the
             // only way out is the egress socket in the session folder.
             network_mode: Some(
-                if req.network.mode == crate::egress::policy::NetworkMode::Open {
+                if req.network.mode == sandtop_egress::policy::NetworkMode::Open {
                     "bridge"
                 } else {
                     "none"
@@ -127,9 +127,9 @@ mod tests {
     use sandtop_protocol::Size;
 
     use super::*;
-    use crate::guest::docker::channel::ChannelMode;
-    use crate::guest::docker::{READY_TIMEOUT, gc::host_id};
-    use crate::guest::limits::Limits;
+    use crate::docker::channel::ChannelMode;
+    use crate::docker::{READY_TIMEOUT, gc::host_id};
+    use crate::limits::Limits;
 
     /// The create body, as JSON the engine receives, holds the hardening.
     #[tokio::test]
@@ -152,7 +152,7 @@ mod tests {
         let req = StartRequest {
             name: "abc".into(),
             screen: Size::new(1024, 768),
-            network: crate::egress::service::EgressConfig::none(),
+            network: sandtop_egress::service::EgressConfig::none(),
         };
         let v = serde_json::to_value(b.create_body(&dir, &req)).unwrap();
         let h = &v["HostConfig"];
@@ -165,7 +165,7 @@ mod tests {
         );
         assert_eq!(h["NetworkMode"], "none");
         let mut open = req.clone();
-        open.network.mode = crate::egress::policy::NetworkMode::Open;
+        open.network.mode = sandtop_egress::policy::NetworkMode::Open;
         let o = serde_json::to_value(b.create_body(&dir, &open)).unwrap();
         assert_eq!(o["HostConfig"]["NetworkMode"], "bridge");
         let mut allow = req.clone();

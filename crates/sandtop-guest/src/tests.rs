@@ -10,7 +10,7 @@ fn request(name: &str) -> StartRequest {
     StartRequest {
         name: name.into(),
         screen: Size::new(640, 480),
-        network: crate::egress::service::EgressConfig::none(),
+        network: sandtop_egress::service::EgressConfig::none(),
     }
 }
 

@@ -10,7 +10,7 @@ use clap::Args;
 use super::docker::{self, DockerBackend};
 use super::limits::Limits;
 use super::qemu::QemuBackend;
-use crate::units;
+use sandtop_hostkit::units;
 
 /// How a guest is booted.
 #[derive(Debug, Clone, Args)]

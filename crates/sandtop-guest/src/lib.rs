@@ -22,6 +22,7 @@ pub mod local;
 pub mod options;
 pub mod qemu;
 pub mod qemu_user;
+pub mod session;
 
 use std::future::Future;
 
@@ -29,8 +30,8 @@ use sandtop_protocol::{DaemonState, Size};
 use serde::Serialize;
 
 pub use self::error::{GuestError, Result};
-use crate::channel::{Channel, Connect};
-use crate::secret::Secret;
+use sandtop_channel::{Channel, Connect};
+use sandtop_hostkit::secret::Secret;
 use crate::session::{BackendKind, SessionDir, SessionRecord, Store};
 
 /// What `guest start` asks for.
@@ -39,7 +40,7 @@ pub struct StartRequest {
     pub name: String,
     pub screen: Size,
     /// The network policy.
-    pub network: crate::egress::service::EgressConfig,
+    pub network: sandtop_egress::service::EgressConfig,
 }
 
 /// A session's state as its backend and its daemon report it
@@ -159,7 +160,7 @@ pub async fn open_channel(dir: &SessionDir, rec: &SessionRecord) -> Result<Chann
     let token = Secret::read(&dir.token_path())?;
     let connector = match rec.backend() {
         BackendKind::Local => local::LocalBackend.connector(dir, rec).await?,
-        BackendKind::Qemu => Box::new(crate::channel::UnixConnector(dir.socket_path())),
+        BackendKind::Qemu => Box::new(sandtop_channel::UnixConnector(dir.socket_path())),
         BackendKind::Docker => {
             docker::DockerBackend::connect()
                 .await?
@@ -270,15 +271,15 @@ pub async fn start<B: Backend>(
         }
     };
     rec.network =
-        (req.network.mode != crate::egress::policy::NetworkMode::None).then(|| req.network.clone());
+        (req.network.mode != sandtop_egress::policy::NetworkMode::None).then(|| req.network.clone());
     if req.network.mode.uses_proxy() {
         // The guest's relay connects per connection, so the proxy can come
         // up after the container.
-        let paths = crate::egress::service::Paths::new(&dir.path, &dir.guest_path());
+        let paths = sandtop_egress::service::Paths::new(&dir.path, &dir.guest_path());
         let owner = rustix::process::geteuid()
             .is_root()
             .then_some((ids::GUEST_UID, ids::GUEST_GID));
-        match crate::egress::service::start(&paths, &req.network, owner).await {
+        match sandtop_egress::service::start(&paths, &req.network, owner).await {
             Ok(pid) => rec.egress_pid = Some(pid),
             Err(e) => {
                 dir.save(&rec)?;
@@ -294,7 +295,7 @@ pub async fn start<B: Backend>(
 /// Stops a session and removes its folder.
 pub async fn stop(store: &Store, dir: &SessionDir, rec: &SessionRecord) -> Result<()> {
     if let Some(pid) = rec.egress_pid {
-        crate::egress::service::stop(pid);
+        sandtop_egress::service::stop(pid);
     }
     match rec.backend() {
         BackendKind::Local => local::LocalBackend.stop(dir, rec).await?,
