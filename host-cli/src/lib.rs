@@ -20,7 +20,6 @@ pub mod agent;
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod cli;
-pub mod control;
 pub mod doctor;
 pub mod mcp;
 pub mod replay;
@@ -28,6 +27,7 @@ pub mod report;
 pub mod view;
 
 pub use sandtop_channel::{self as channel, image_check};
+pub use sandtop_control as control;
 pub use sandtop_egress as egress;
 pub use sandtop_guest::{self as guest, session};
 pub use sandtop_hostkit::secret::SECRET_ENV;

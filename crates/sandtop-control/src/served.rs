@@ -237,7 +237,7 @@ impl Served {
         &self,
         call_id: &str,
         origin: &str,
-        fields: Vec<crate::control::wire::SignedInField>,
+        fields: Vec<crate::wire::SignedInField>,
         source: &str,
     ) {
         self.send(Event::SignedIn {
