@@ -16,7 +16,6 @@
 
 pub use sandtop_hostkit::out;
 
-pub mod agent;
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod cli;
@@ -24,6 +23,7 @@ pub mod doctor;
 pub mod mcp;
 pub mod replay;
 pub mod report;
+pub mod run;
 pub mod view;
 
 pub use sandtop_channel::{self as channel, image_check};
@@ -32,3 +32,19 @@ pub use sandtop_egress as egress;
 pub use sandtop_guest::{self as guest, session};
 pub use sandtop_hostkit::secret::SECRET_ENV;
 pub use sandtop_hostkit::{chain, secret, signals, term, units};
+
+/// The loop's pieces under the paths host-cli's modules knew them by
+/// before they became crates (`sandtop-agent`, `sandtop-exercise`,
+/// `sandtop-runfolder`); it goes once those modules are crates too.
+pub mod agent {
+    pub use crate::run as cmd;
+    pub use sandtop_agent::browser::{grants, toolset as browser};
+    pub use sandtop_agent::computer::{preflight, screen_change};
+    pub use sandtop_agent::model::{self, scripted};
+    pub use sandtop_agent::sign_in::rules as sign_in;
+    pub use sandtop_agent::{approve, progress, runner};
+    pub use sandtop_exercise as exercise;
+    pub use sandtop_runfolder::items as wire;
+    pub use sandtop_runfolder::trajectory as record;
+    pub use sandtop_runfolder::{diagnostics, outcome};
+}
