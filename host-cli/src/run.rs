@@ -16,7 +16,6 @@
 //! uses (`session_for`, `operator`, `serve_control`, ...). The rest is in
 //! `cmd/`; if it grows, `tool_choice` and `run_options` would move next.
 
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
