@@ -14,38 +14,37 @@
 //! 3. The actions go out once as a `BatchRequest`; the reply is validated
 //!    ([`channel::check_screenshot`]) and printed as JSON.
 
-/// `println!` for the command's output: a closed stdout ends the output
-/// quietly instead of panicking ([`term::print_out`]).
-#[macro_export]
-macro_rules! out {
-    () => {
-        $crate::term::print_out(format_args!(""))
-    };
-    ($($arg:tt)*) => {
-        $crate::term::print_out(format_args!($($arg)*))
-    };
-}
+pub use sandtop_hostkit::out;
 
-pub mod agent;
 #[cfg(feature = "bench")]
 pub mod bench;
-pub mod chain;
-pub mod channel;
 pub mod cli;
-pub mod control;
 pub mod doctor;
-pub mod egress;
-pub mod guest;
-pub mod image_check;
 pub mod mcp;
 pub mod replay;
 pub mod report;
-pub mod secret;
-pub mod session;
-pub mod signals;
-pub mod term;
-pub mod units;
+pub mod run;
 pub mod view;
 
-/// Environment variables never handed to a guest or a child process.
-pub const SECRET_ENV: &[&str] = &["OPENAI_API_KEY", sandtop_protocol::session::TOKEN_ENV];
+pub use sandtop_channel::{self as channel, image_check};
+pub use sandtop_control as control;
+pub use sandtop_egress as egress;
+pub use sandtop_guest::{self as guest, session};
+pub use sandtop_hostkit::secret::SECRET_ENV;
+pub use sandtop_hostkit::{chain, secret, signals, term, units};
+
+/// The loop's pieces under the paths host-cli's modules knew them by
+/// before they became crates (`sandtop-agent`, `sandtop-exercise`,
+/// `sandtop-runfolder`); it goes once those modules are crates too.
+pub mod agent {
+    pub use crate::run as cmd;
+    pub use sandtop_agent::browser::{grants, toolset as browser};
+    pub use sandtop_agent::computer::{preflight, screen_change};
+    pub use sandtop_agent::model::{self, scripted};
+    pub use sandtop_agent::sign_in::rules as sign_in;
+    pub use sandtop_agent::{approve, progress, runner};
+    pub use sandtop_exercise as exercise;
+    pub use sandtop_runfolder::items as wire;
+    pub use sandtop_runfolder::trajectory as record;
+    pub use sandtop_runfolder::{diagnostics, outcome};
+}

@@ -1,7 +1,7 @@
 //! What a session's host and daemon agree on outside HTTP: the names in
 //! the guest's folder (the daemon's socket, the token file, the egress
 //! socket), where that folder is inside the guest, and the token's size
-//! and environment variable. Defined here once; the Docker image's
+//! and environment variable, the guest user's ids. Defined here once; the Docker image's
 //! `HEALTHCHECK` is checked against [`SOCKET_PATH`] by host-cli's tests.
 
 // The literals, once: the paths below are spelled from them at compile time.
@@ -51,6 +51,22 @@ pub const TOKEN_ENV: &str = "SANDTOPD_TOKEN";
 /// Bytes of entropy in a session token (it travels as twice as many hex
 /// digits).
 pub const TOKEN_BYTES: usize = 32;
+
+/// The guest's desktop user (docs/security.md C1, issue 12 item 1): a
+/// high constant that no host account has, so that no host user shares
+/// the guest's identity. A host user with the guest's uid could reach
+/// everything of a running guest through `/proc/PID/root` (its token,
+/// socket and display) without any Docker rights. 2,000,000,000 lies above
+/// what `useradd` hands out to accounts (1000-60000) and to `/etc/subuid`
+/// (from 100000, at most 600,100,000 by default), outside systemd's
+/// reserved ranges (nspawn ends at 1,879,048,191) and below 2^31 (tools
+/// that keep uids in a signed int). `guest start` refuses to run when an
+/// account, a group or a subordinate range of this host holds it
+/// (host-cli's `guest::ids::check_guest_ids_unused`). Dockerfile.guest
+/// creates the user with the same numbers (a unit test keeps them equal).
+pub const GUEST_UID: u32 = 2_000_000_000;
+/// The guest's desktop group: the same number as [`GUEST_UID`].
+pub const GUEST_GID: u32 = 2_000_000_000;
 
 #[cfg(test)]
 mod tests {

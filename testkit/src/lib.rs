@@ -10,12 +10,14 @@
 //! ([`held`]), hand-built TLS ClientHellos for the egress proxy's tests
 //! ([`tls`]), the skip policy ([`skip`]), build-folder programs run as
 //! another uid ([`other_uid`]), host-cli started without a
-//! controlling terminal ([`command`]), and the typing corpus the tiers
-//! type ([`corpus`]).
+//! controlling terminal ([`command`]), the typing corpus the tiers
+//! type ([`corpus`]), and the escape sequences a hostile text may hold
+//! ([`escapes`]).
 //! What it is not: a place for production code; nothing here ships.
 
 pub mod command;
 pub mod corpus;
+pub mod escapes;
 pub mod held;
 pub mod mock_responses;
 pub mod openapi;

@@ -19,15 +19,15 @@
 //! never followed.
 
 mod events;
-mod files;
 mod html;
 mod image;
-mod load;
 mod overlay;
 mod render;
 mod replayed;
 pub use replayed::replayed_name;
 mod totals;
+
+use sandtop_runfolder::{files, read as load};
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;

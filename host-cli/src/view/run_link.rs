@@ -115,7 +115,7 @@ impl Local {
                     hub.cache().local_control = true;
                     hub.announce_view();
                 }
-                Err(e) => refuse("take", format!("{e:#}")),
+                Err(e) => refuse("take", crate::chain::chain(&e)),
             },
             Command::Give {} => {
                 self.lock = None;

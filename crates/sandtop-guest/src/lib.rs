@@ -1,0 +1,438 @@
+//! Guests: the backends that run a session's desktop, behind one trait.
+//!
+//! - [`docker::DockerBackend`] (the default): a hardened container built
+//!   from `Dockerfile.guest`, driven through the Docker API (bollard).
+//! - [`local::LocalBackend`]: Xvfb and sandtopd as processes on this host,
+//!   for development and the x11 tests. It isolates nothing.
+//! - [`qemu::QemuBackend`]: the same root filesystem as a QEMU VM (KVM,
+//!   HVF or TCG), no network device, the daemon over virtio-serial.
+//!
+//! A session's lifecycle: `start` claims the session folder, writes the
+//! token and the owner (this process, for `gc`), starts the guest and
+//! waits until the daemon answers (removing everything it created if that
+//! fails); `connector` opens byte streams to the daemon; `stop` ends the
+//! guest and removes the folder; [`gc`] removes what a killed host-cli
+//! left behind (containers and folders).
+
+pub mod docker;
+pub mod error;
+pub mod ids;
+pub mod limits;
+pub mod local;
+pub mod options;
+pub mod qemu;
+pub mod qemu_user;
+pub mod session;
+
+use std::future::Future;
+
+use sandtop_protocol::{DaemonState, Size};
+use serde::Serialize;
+
+pub use self::error::{GuestError, Result};
+use sandtop_channel::{Channel, Connect};
+use sandtop_hostkit::secret::Secret;
+use crate::session::{BackendKind, SessionDir, SessionRecord, Store};
+
+/// What `guest start` asks for.
+#[derive(Debug, Clone)]
+pub struct StartRequest {
+    pub name: String,
+    pub screen: Size,
+    /// The network policy.
+    pub network: sandtop_egress::service::EgressConfig,
+}
+
+/// A session's state as its backend and its daemon report it
+/// (`guest ls`; the JSON output uses the same words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// The guest runs and its daemon serves (`/v1/info` says `open`).
+    Running,
+    /// The guest was told to stop: its daemon refuses new work and is
+    /// finishing a call that came earlier (`/v1/info` says `draining`).
+    Draining,
+    /// The guest was told to stop and nothing is in flight any more: its
+    /// daemon says `closed`, or (local guests) its process still runs but
+    /// its socket refuses connections, which a daemon does only once it
+    /// stopped serving. The guest exits next.
+    Closed,
+    /// The guest runs but the daemon does not answer (yet), and was not
+    /// seen stopping: hung, overloaded, or its display is down.
+    Unresponsive,
+    /// The guest is gone; the record is stale (`guest gc` removes it).
+    Exited,
+}
+
+impl State {
+    /// The word `guest ls` shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Running => "running",
+            State::Draining => "draining",
+            State::Closed => "closed",
+            State::Unresponsive => "unresponsive",
+            State::Exited => "exited",
+        }
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What asking a live guest's daemon found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// `/v1/info` answered with this state (and, when `open`, health
+    /// answered too).
+    Answered(DaemonState),
+    /// Its socket exists and refuses connections: the daemon stopped
+    /// listening, which it does only at the end of a stop.
+    Refused,
+    /// No answer in time, or no way to tell why.
+    Silent,
+}
+
+/// Whether a booting guest is ready for work: its daemon answers with
+/// health `ok` (X up and, when one is expected, the window manager
+/// serving). `degraded` is not ready: a window manager still starting
+/// loses the keys sent to it (a VM under TCG showed an empty screen after
+/// Super+T pressed the moment the backend said ready).
+pub fn ready(h: &sandtop_protocol::Health) -> bool {
+    h.status == sandtop_protocol::HealthStatus::Ok
+}
+
+/// The state of a session from whether its guest still exists and what
+/// its daemon said.
+pub fn classify(alive: bool, probe: Probe) -> State {
+    if !alive {
+        return State::Exited;
+    }
+    match probe {
+        Probe::Answered(DaemonState::Open) => State::Running,
+        Probe::Answered(DaemonState::Draining) => State::Draining,
+        Probe::Answered(DaemonState::Closed) | Probe::Refused => State::Closed,
+        Probe::Silent => State::Unresponsive,
+    }
+}
+
+/// A way to run guests.
+pub trait Backend: Sync {
+    /// Starts a guest in the claimed folder `dir`. On error, whatever was
+    /// started is gone again (the caller removes the folder).
+    fn start(
+        &self,
+        dir: &SessionDir,
+        req: &StartRequest,
+    ) -> impl Future<Output = Result<SessionRecord>> + Send;
+
+    /// Stops the guest (the caller removes the folder).
+    fn stop(
+        &self,
+        dir: &SessionDir,
+        rec: &SessionRecord,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Opens streams to the session's daemon.
+    fn connector(
+        &self,
+        dir: &SessionDir,
+        rec: &SessionRecord,
+    ) -> impl Future<Output = Result<Box<dyn Connect>>> + Send;
+
+    /// Whether the guest still exists.
+    fn alive(&self, dir: &SessionDir, rec: &SessionRecord) -> impl Future<Output = bool> + Send;
+
+    /// The tail of the guest's log.
+    fn logs(
+        &self,
+        dir: &SessionDir,
+        rec: &SessionRecord,
+    ) -> impl Future<Output = Result<String>> + Send;
+}
+
+/// Opens the authenticated channel to a session.
+pub async fn open_channel(dir: &SessionDir, rec: &SessionRecord) -> Result<Channel> {
+    let token = Secret::read(&dir.token_path())?;
+    let connector = match rec.backend() {
+        BackendKind::Local => local::LocalBackend.connector(dir, rec).await?,
+        BackendKind::Qemu => Box::new(sandtop_channel::UnixConnector(dir.socket_path())),
+        BackendKind::Docker => {
+            docker::DockerBackend::connect()
+                .await?
+                .connector(dir, rec)
+                .await?
+        }
+    };
+    Channel::open(connector, token)
+        .await
+        .map_err(|source| GuestError::Channel {
+            name: rec.name.clone(),
+            source,
+        })
+}
+
+/// Running, draining, closed, unresponsive or exited (see [`State`]).
+pub async fn state(dir: &SessionDir, rec: &SessionRecord) -> State {
+    let alive = match rec.backend() {
+        BackendKind::Local => local::LocalBackend.alive(dir, rec).await,
+        BackendKind::Qemu => qemu::alive(dir, rec),
+        BackendKind::Docker => match docker::DockerBackend::connect().await {
+            Ok(b) => b.alive(dir, rec).await,
+            Err(_) => false,
+        },
+    };
+    if !alive {
+        return State::Exited;
+    }
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(3), async {
+        let mut ch = open_channel(dir, rec).await.ok()?;
+        match ch.daemon_state() {
+            DaemonState::Open => ch.health().await.ok().map(|_| DaemonState::Open),
+            stopping => Some(stopping),
+        }
+    })
+    .await
+    .ok()
+    .flatten();
+    let probe = match answered {
+        Some(s) => Probe::Answered(s),
+        None if socket_refuses(dir, rec).await => Probe::Refused,
+        None => Probe::Silent,
+    };
+    classify(true, probe)
+}
+
+/// Whether the daemon's socket exists and refuses connections (nobody
+/// listens on it). Only for local guests: a Docker guest's socket, seen
+/// from the host, may refuse connections while its daemon serves (Docker
+/// Desktop), and the container exits right after its daemon closes.
+async fn socket_refuses(dir: &SessionDir, rec: &SessionRecord) -> bool {
+    match rec.backend() {
+        BackendKind::Local => tokio::net::UnixStream::connect(dir.socket_path())
+            .await
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused),
+        // The host end of the link serves the socket while QEMU runs.
+        BackendKind::Docker | BackendKind::Qemu => false,
+    }
+}
+
+/// The session named, or the only running one (the commands that act on
+/// one session: `act`, `screenshot`, `view`).
+pub async fn resolve_session(
+    store: &Store,
+    name: Option<&str>,
+) -> Result<(SessionDir, SessionRecord)> {
+    if let Some(n) = name {
+        let dir = store.get(n)?;
+        let rec = dir.load()?;
+        return Ok((dir, rec));
+    }
+    let mut running = Vec::new();
+    for (dir, rec) in store.list()? {
+        if state(&dir, &rec).await == State::Running {
+            running.push((dir, rec));
+        }
+    }
+    match running.len() {
+        1 => Ok(running.remove(0)),
+        0 => Err(GuestError::NoneRunning),
+        _ => Err(GuestError::SeveralRunning {
+            names: running.into_iter().map(|(_, r)| r.name).collect(),
+        }),
+    }
+}
+
+/// Starts a session with `backend`, cleaning up on failure.
+pub async fn start<B: Backend>(
+    store: &Store,
+    backend: &B,
+    req: &StartRequest,
+) -> Result<SessionRecord> {
+    let dir = store.create(&req.name)?;
+    let prepared = (|| -> Result<()> {
+        dir.write_owner()?;
+        sandtop_client::Token::generate()?.write_new(&dir.token_path())?;
+        Ok(())
+    })();
+    if let Err(e) = prepared {
+        let _ = store.remove(&dir);
+        return Err(e);
+    }
+    let mut rec = match backend.start(&dir, req).await {
+        Ok(rec) => rec,
+        Err(e) => {
+            let _ = store.remove(&dir);
+            return Err(e);
+        }
+    };
+    rec.network =
+        (req.network.mode != sandtop_egress::policy::NetworkMode::None).then(|| req.network.clone());
+    if req.network.mode.uses_proxy() {
+        // The guest's relay connects per connection, so the proxy can come
+        // up after the container.
+        let paths = sandtop_egress::service::Paths::new(&dir.path, &dir.guest_path());
+        let owner = rustix::process::geteuid()
+            .is_root()
+            .then_some((ids::GUEST_UID, ids::GUEST_GID));
+        match sandtop_egress::service::start(&paths, &req.network, owner).await {
+            Ok(pid) => rec.egress_pid = Some(pid),
+            Err(e) => {
+                dir.save(&rec)?;
+                let _ = stop(store, &dir, &rec).await;
+                return Err(GuestError::Egress(e));
+            }
+        }
+    }
+    dir.save(&rec)?;
+    Ok(rec)
+}
+
+/// Stops a session and removes its folder.
+pub async fn stop(store: &Store, dir: &SessionDir, rec: &SessionRecord) -> Result<()> {
+    if let Some(pid) = rec.egress_pid {
+        sandtop_egress::service::stop(pid);
+    }
+    match rec.backend() {
+        BackendKind::Local => local::LocalBackend.stop(dir, rec).await?,
+        BackendKind::Qemu => qemu::stop_processes(dir, rec).await,
+        BackendKind::Docker => {
+            docker::DockerBackend::connect()
+                .await?
+                .stop(dir, rec)
+                .await?
+        }
+    }
+    store.remove(dir).map_err(GuestError::FolderLeft)
+}
+
+/// What `guest gc` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// One line per removal or failure, in order.
+    pub lines: Vec<String>,
+    /// How many of the lines are failures.
+    pub failures: usize,
+}
+
+impl GcReport {
+    pub fn done(&mut self, line: String) {
+        self.lines.push(line);
+    }
+
+    pub fn failed(&mut self, line: String) {
+        self.lines.push(line);
+        self.failures += 1;
+    }
+}
+
+/// Removes what crashed or killed host-cli processes left behind: Docker
+/// containers labelled `sandtop.session` that no live session owns (see
+/// [`docker::DockerBackend::gc_containers`]), then session folders whose
+/// guest is gone or that have no record and no live creator. Returns one
+/// line per removal, and per failure: one folder that cannot be removed
+/// (or one container) does not stop the others. When the Docker engine
+/// cannot be reached, Docker sessions are left alone (their state is
+/// unknown).
+pub async fn gc(store: &Store) -> Result<GcReport> {
+    let mut report = GcReport::default();
+    let docker = match docker::DockerBackend::connect().await {
+        Ok(b) => Some(b),
+        Err(e) => {
+            report.done(format!(
+                "docker containers not checked: {}",
+                e.chain().lines().next().unwrap_or("")
+            ));
+            None
+        }
+    };
+    if let Some(b) = &docker {
+        b.gc_containers(store, &mut report).await?;
+    }
+    gc_folders(store, docker.as_ref(), &mut report).await?;
+    Ok(report)
+}
+
+/// The folder half of [`gc`]; without `docker`, Docker sessions are left
+/// alone.
+pub async fn gc_folders(
+    store: &Store,
+    docker: Option<&docker::DockerBackend>,
+    report: &mut GcReport,
+) -> Result<()> {
+    for dir in store.folders()? {
+        if !dir.path.exists() {
+            continue;
+        }
+        let why = match dir.load() {
+            Ok(rec) => match rec.backend() {
+                BackendKind::Local => (!local::LocalBackend.alive(&dir, &rec).await)
+                    .then_some("its local daemon is gone"),
+                BackendKind::Qemu => {
+                    if qemu::alive(&dir, &rec) {
+                        None
+                    } else {
+                        // QEMU is gone; its link process follows it, or
+                        // is ended here.
+                        qemu::stop_processes(&dir, &rec).await;
+                        Some("its VM is gone")
+                    }
+                }
+                BackendKind::Docker => match (docker, rec.docker()) {
+                    (None, _) => None,
+                    (Some(b), d) => {
+                        let running = match d {
+                            Some(d) => b.running(&d.container_id).await,
+                            None => Ok(false),
+                        };
+                        match running {
+                            Ok(true) => None,
+                            // An engine that does not answer proves nothing.
+                            Err(e) => {
+                                report.done(format!(
+                                    "left session folder {} alone: its container cannot be checked ({})",
+                                    dir.name,
+                                    e.chain().lines().next().unwrap_or("")
+                                ));
+                                None
+                            }
+                            Ok(false) => {
+                                if let Some(d) = d
+                                    && let Err(e) = b.remove(&d.container_id).await
+                                {
+                                    report.failed(format!(
+                                        "could not remove the container of session {}: {}",
+                                        dir.name,
+                                        e.chain()
+                                    ));
+                                    continue;
+                                }
+                                Some("its container is gone")
+                            }
+                        }
+                    }
+                },
+            },
+            // Alive, or not to be told from here (another PID namespace).
+            Err(_) if dir.owner_state() != Some(false) => None,
+            Err(_) => Some("it has no record and the host-cli that created it is gone"),
+        };
+        if let Some(why) = why {
+            match store.remove(&dir) {
+                Ok(()) => report.done(format!("removed session folder {}: {why}", dir.name)),
+                Err(e) => report.failed(format!(
+                    "could not remove session folder {}: {e:#}",
+                    dir.name
+                )),
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
