@@ -50,11 +50,11 @@ mod ending;
 mod exercise_cmd;
 mod resume;
 
+pub use crate::session::{RunLock, hold_session, lock_session, session_holder};
 pub use args::{Given, Reconcile, RunArgs, ToolChoice};
 use ending::{exit_for, print_outcome};
 pub use ending::{exit_status, summary};
 pub use exercise_cmd::{ExerciseArgs, exercise, exercise_setup};
-pub use crate::session::{RunLock, hold_session, lock_session, session_holder};
 use resume::is_function_call;
 pub use resume::resume_hint;
 
@@ -689,7 +689,8 @@ struct OriginOperator {
 
 impl crate::egress::service::Attached for OriginOperator {
     fn answer(&mut self, origin: &str) -> crate::egress::proxy::Answer {
-        let answer = sandtop_agent::approve::ask_origin(self.terminal.as_ref(), self.view.as_ref(), origin);
+        let answer =
+            sandtop_agent::approve::ask_origin(self.terminal.as_ref(), self.view.as_ref(), origin);
         let _ = self.journal.write(&Entry::OriginQuestion {
             origin: origin.to_string(),
             answer: serde_json::to_value(answer)

@@ -742,7 +742,10 @@ impl Operator for Approvals {
 pub fn mark_targets(png_bytes: &[u8], actions: &[Action]) -> anyhow::Result<Vec<u8>> {
     // Decoded with the reply decoder's limits (8-bit RGB, bounded size,
     // allocations checked before they happen).
-    let img = sandtop_channel::image_check::decode_png_within(png_bytes, sandtop_channel::image_check::MAX_SIZE)?;
+    let img = sandtop_channel::image_check::decode_png_within(
+        png_bytes,
+        sandtop_channel::image_check::MAX_SIZE,
+    )?;
     let (width, height) = (img.width, img.height);
     let mut buf = img.rgb;
     let (w, h) = (i64::from(width), i64::from(height));

@@ -15,9 +15,9 @@ use std::io::Write;
 
 use serde::Serialize;
 
+use sandtop_hostkit::term;
 use sandtop_runfolder::items::Usage;
 use sandtop_runfolder::outcome::Ending;
-use sandtop_hostkit::term;
 
 /// `--events`: the machine-readable event stream on stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

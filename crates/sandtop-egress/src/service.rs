@@ -236,8 +236,8 @@ fn bind_for_guest(
 /// (the 0700 session folder above it keeps other host users out; see
 /// `prepare_guest_dir`).
 fn umask_for(owner: Option<(u32, u32)>) -> u32 {
-    let guest_is_owner =
-        owner.is_some() || rustix::process::geteuid().as_raw() == sandtop_protocol::session::GUEST_UID;
+    let guest_is_owner = owner.is_some()
+        || rustix::process::geteuid().as_raw() == sandtop_protocol::session::GUEST_UID;
     if guest_is_owner { 0o177 } else { 0o111 }
 }
 

@@ -25,8 +25,11 @@ impl Frame {
         let b64 = url.strip_prefix("data:image/png;base64,")?;
         let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
         // The reply decoder's limits: 8-bit RGB, bounded, checked first.
-        let img =
-            sandtop_channel::image_check::decode_png_within(&bytes, sandtop_channel::image_check::MAX_SIZE).ok()?;
+        let img = sandtop_channel::image_check::decode_png_within(
+            &bytes,
+            sandtop_channel::image_check::MAX_SIZE,
+        )
+        .ok()?;
         Some(Frame {
             width: img.width,
             height: img.height,

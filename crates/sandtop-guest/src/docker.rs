@@ -64,10 +64,10 @@ pub use self::gc::{host_id, not_ours, session_labels};
 use super::ids::check_guest_ids_unused;
 use super::limits::Limits;
 use super::{Backend, GuestError, Result, StartRequest};
-use sandtop_channel::Connect;
-use sandtop_hostkit::secret::Secret;
 use crate::session::guest_folder::prepare_guest_dir;
 use crate::session::{SessionDir, SessionRecord};
+use sandtop_channel::Connect;
+use sandtop_hostkit::secret::Secret;
 use sandtop_hostkit::signals::until_interrupted;
 
 /// The image `guest start` runs unless told otherwise.

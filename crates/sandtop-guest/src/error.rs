@@ -11,9 +11,9 @@ use sandtop_client::TokenError;
 
 use super::docker::IMAGE_ENV;
 use super::docker::channel::CHANNEL_ENV;
+use crate::session::SessionError;
 use sandtop_channel::ChannelError;
 use sandtop_egress::service::EgressError;
-use crate::session::SessionError;
 
 /// The `guest` module's result.
 pub type Result<T, E = GuestError> = std::result::Result<T, E>;

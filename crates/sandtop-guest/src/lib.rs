@@ -30,9 +30,9 @@ use sandtop_protocol::{DaemonState, Size};
 use serde::Serialize;
 
 pub use self::error::{GuestError, Result};
+use crate::session::{BackendKind, SessionDir, SessionRecord, Store};
 use sandtop_channel::{Channel, Connect};
 use sandtop_hostkit::secret::Secret;
-use crate::session::{BackendKind, SessionDir, SessionRecord, Store};
 
 /// What `guest start` asks for.
 #[derive(Debug, Clone)]
@@ -270,8 +270,8 @@ pub async fn start<B: Backend>(
             return Err(e);
         }
     };
-    rec.network =
-        (req.network.mode != sandtop_egress::policy::NetworkMode::None).then(|| req.network.clone());
+    rec.network = (req.network.mode != sandtop_egress::policy::NetworkMode::None)
+        .then(|| req.network.clone());
     if req.network.mode.uses_proxy() {
         // The guest's relay connects per connection, so the proxy can come
         // up after the container.

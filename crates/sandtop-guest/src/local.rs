@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, Signal};
 
 use super::{Backend, GuestError, Result, StartRequest};
+use crate::session::{BackendRecord, LocalRecord, SessionDir, SessionRecord, now_unix};
 use sandtop_channel::{Channel, Connect, UnixConnector};
 use sandtop_hostkit::secret::Secret;
-use crate::session::{BackendRecord, LocalRecord, SessionDir, SessionRecord, now_unix};
 
 /// How long `start` waits for the daemon to answer.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(20);

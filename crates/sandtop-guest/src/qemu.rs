@@ -37,10 +37,10 @@ use sandtop_protocol::session;
 
 use super::qemu_user::RunAs;
 use super::{Backend, GuestError, Result, StartRequest};
-use sandtop_channel::{Channel, Connect, UnixConnector};
-use sandtop_hostkit::secret::Secret;
 pub use crate::session::{Accel, QemuRecord};
 use crate::session::{BackendRecord, SessionDir, SessionRecord, now_unix};
+use sandtop_channel::{Channel, Connect, UnixConnector};
+use sandtop_hostkit::secret::Secret;
 
 /// The guest user's uid and gid inside the VM (the image's `user`).
 pub const GUEST_ID: u32 = super::ids::GUEST_UID;

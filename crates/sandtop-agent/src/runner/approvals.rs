@@ -21,10 +21,10 @@ use sandtop_protocol::{Action, ImageFormat, Screenshot, Size};
 
 use super::{Ending, Runner, Stop, Work, blocking, ms};
 use crate::approve::{self, CheckRequest, Decision};
-use sandtop_runfolder::trajectory::Entry;
 use crate::computer::screen_change::{self, Changed};
-use sandtop_runfolder::items::SafetyCheck;
 use sandtop_channel::image_check;
+use sandtop_runfolder::items::SafetyCheck;
+use sandtop_runfolder::trajectory::Entry;
 
 /// How many times one response's calls are asked again because the
 /// screen changed, before the run stops.

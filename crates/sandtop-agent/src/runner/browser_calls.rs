@@ -41,10 +41,10 @@ use serde_json::{Value, json};
 use super::{Ending, Runner, Stop, halted, ms, safe_name};
 use crate::approve::{BrowserRequest, Decision};
 use crate::browser::toolset::{self as tools, Toolset};
-use sandtop_runfolder::diagnostics::Diagnostic;
 use crate::progress::CallState;
-use sandtop_runfolder::trajectory::{Entry, LedgerState};
 use sandtop_channel::ChannelError;
+use sandtop_runfolder::diagnostics::Diagnostic;
+use sandtop_runfolder::trajectory::{Entry, LedgerState};
 
 /// How one browser call ended: its output item and whether it succeeded
 /// (`ok`), or how the run ends.

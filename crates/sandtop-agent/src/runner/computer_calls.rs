@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 use super::{Ending, Executed, Runner, StepOutcome, Work, blocking, failure_note, halted, ms};
 use crate::approve::{ActionRequest, Decision};
 use crate::progress::CallState;
-use sandtop_runfolder::trajectory::{Entry, LedgerState};
-use sandtop_runfolder::items::{self as wire, SafetyCheck};
 use sandtop_channel::ChannelError;
+use sandtop_runfolder::items::{self as wire, SafetyCheck};
+use sandtop_runfolder::trajectory::{Entry, LedgerState};
 
 impl Runner<'_> {
     /// Runs one checked and approved computer call: ledger `pending`, the

@@ -11,11 +11,11 @@ use serde_json::Value;
 
 use super::step::LoopState;
 use super::{Runner, halted};
-use sandtop_runfolder::trajectory::Entry;
-use sandtop_runfolder::items as wire;
 use sandtop_control::line::parse_actions;
 use sandtop_control::served::{OperatorCommand, Served, StateEdit};
 use sandtop_control::wire::{LastCall, Phase, UsageSoFar};
+use sandtop_runfolder::items as wire;
+use sandtop_runfolder::trajectory::Entry;
 
 impl Runner<'_> {
     /// Tells the viewers (when the run serves a control socket).

@@ -30,13 +30,13 @@ use sandtop_protocol::{BrowserCall, BrowserOutcome, ErrorCode};
 use serde_json::{Value, json};
 
 use super::{Ending, Runner, halted, ms};
-use crate::browser::toolset::{self as tools, Prepared};
 use crate::browser::grants::{
     self, Cleanup, FileEffect, FileOutcome, FileStatus, Grant, GrantKind, MAX_DOWNLOAD_BYTES,
 };
+use crate::browser::toolset::{self as tools, Prepared};
 use crate::progress::CallState;
-use sandtop_runfolder::trajectory::LedgerState;
 use sandtop_channel::ChannelError;
+use sandtop_runfolder::trajectory::LedgerState;
 
 type Answered = Result<(Value, bool), super::Stop>;
 

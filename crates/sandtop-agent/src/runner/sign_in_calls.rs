@@ -31,11 +31,11 @@ use serde_json::json;
 use super::{Ending, Runner, Stop, halted};
 use crate::approve::{SignInPrompt, SignedIn};
 use crate::browser::toolset::{self as tools, url_origin};
-use sandtop_runfolder::diagnostics::Diagnostic;
-use sandtop_runfolder::trajectory::Entry;
 use crate::sign_in::rules::{self as sign_in, Answer, Request, Status};
-use sandtop_runfolder::items as wire;
 use sandtop_channel::ChannelError;
+use sandtop_runfolder::diagnostics::Diagnostic;
+use sandtop_runfolder::items as wire;
+use sandtop_runfolder::trajectory::Entry;
 
 /// What one request leads to, before it is recorded.
 struct Ended {

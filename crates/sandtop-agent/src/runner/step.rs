@@ -14,12 +14,12 @@ use super::{
     array, forget_old_images, halted, input_cost, ms, turn::Answers, turn_end,
 };
 use crate::browser::toolset::Toolset;
-use sandtop_runfolder::diagnostics::Diagnostic;
 use crate::model::CallStats;
-use crate::progress::Event;
-use sandtop_runfolder::trajectory::{Entry, UsageRecord, externalize, strip_images};
 use crate::model::openai::RequestParts;
+use crate::progress::Event;
+use sandtop_runfolder::diagnostics::Diagnostic;
 use sandtop_runfolder::items::{self as wire, OutputItem};
+use sandtop_runfolder::trajectory::{Entry, UsageRecord, externalize, strip_images};
 
 /// Where the loop stands between two steps.
 pub(super) struct LoopState {

@@ -12,9 +12,9 @@ use super::{Ending, Executed, Rejected, Runner, SKIPPED, StepOutcome, Work, bloc
 use crate::browser::toolset::Toolset;
 use crate::computer::preflight::{self, Refusal};
 use crate::progress::CallState;
-use sandtop_runfolder::trajectory::Entry;
 use crate::runner::OnActionError;
 use sandtop_runfolder::items::{self as wire, OutputItem};
+use sandtop_runfolder::trajectory::Entry;
 
 /// What answers the calls of one response: the items (the next
 /// request's input) and the time spent waiting on the daemon and the

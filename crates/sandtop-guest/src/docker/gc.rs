@@ -71,7 +71,10 @@ pub fn not_ours(
     }
     let me = rustix::process::geteuid();
     if !me.is_root() && *uid != me.as_raw().to_string() {
-        return Some(format!("it belongs to uid {}", sandtop_hostkit::term::safe(uid)));
+        return Some(format!(
+            "it belongs to uid {}",
+            sandtop_hostkit::term::safe(uid)
+        ));
     }
     None
 }
@@ -213,9 +216,7 @@ impl DockerBackend {
                     .build(),
             ))
             .await
-            .map_err(crate::GuestError::docker(
-                "listing sandtop containers",
-            ))?;
+            .map_err(crate::GuestError::docker("listing sandtop containers"))?;
         let sessions_root = store.root().join("sessions");
         for c in list {
             let Some(id) = c.id.clone() else { continue };

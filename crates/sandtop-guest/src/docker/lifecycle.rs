@@ -16,10 +16,10 @@ use super::channel::{self, ChannelMode};
 use super::{
     DockerBackend, LABEL_SESSION, LABEL_SESSION_DIR, LOG_TAIL_ON_FAILURE, container_name, is_status,
 };
-use sandtop_channel::Channel;
-use crate::{GuestError, Result, StartRequest};
-use sandtop_hostkit::secret::Secret;
 use crate::session::{BackendRecord, DockerRecord, SessionDir, SessionRecord, now_unix};
+use crate::{GuestError, Result, StartRequest};
+use sandtop_channel::Channel;
+use sandtop_hostkit::secret::Secret;
 
 impl DockerBackend {
     pub(super) async fn start_inner(
