@@ -8,7 +8,9 @@
 //!    its Unix socket, exactly as the host does.
 //! 3. Measure, each with p50/p95:
 //!    - screenshot 1920x1080 -> 1280x720 PNG through the API (request,
-//!      capture, scale, encode, base64, JSON, reply) vs
+//!      capture, scale, encode, base64, JSON, reply) of a screen changed
+//!      before each one (a corner repainted, outside the timing), and of
+//!      an unchanged screen (answered again, docs/contract.md 3b), vs
 //!      `import -window root png:- | base64` and `scrot` + `convert -resize`;
 //!    - a click (motion + press + release, then a round trip so the server
 //!      has processed it) on the driver vs `xdotool mousemove X Y click 1`;
@@ -106,6 +108,9 @@ pub struct Report {
     pub screenshot_png_bytes: usize,
     /// Medians of the daemon's own phase timings for the screenshot row.
     pub screenshot_server_side: ServerSide,
+    /// Median time inside the daemon of a screenshot of an unchanged
+    /// screen (answered again, `timings.reused`).
+    pub unchanged_server_total_ms: f64,
 }
 
 /// Where the daemon spends a screenshot (medians, ms).
@@ -198,7 +203,39 @@ fn scene(x: u32, y: u32) -> (u8, u8, u8) {
     (40 + v, 70 + v, 120 + v / 2)
 }
 
-fn paint(display: &str, size: Size) -> anyhow::Result<RustConnection> {
+/// The painted scene's window, kept to change a corner of it between
+/// screenshots (an unchanged screen is answered from the last screenshot,
+/// docs/contract.md 3b; the bench measures both).
+struct Scene {
+    conn: RustConnection,
+    win: u32,
+    gc: u32,
+    changes: u32,
+}
+
+impl Scene {
+    /// Repaints a 24x24 square in a new colour and waits until the X
+    /// server has drawn it (outside any timed region).
+    fn change(&mut self) -> anyhow::Result<()> {
+        self.changes = self.changes.wrapping_add(1);
+        let colour = self.changes.wrapping_mul(0x9e_37_79) & 0xff_ffff;
+        self.conn.change_gc(
+            self.gc,
+            &x11rb::protocol::xproto::ChangeGCAux::new().foreground(colour),
+        )?;
+        let r = x11rb::protocol::xproto::Rectangle {
+            x: 8,
+            y: 8,
+            width: 24,
+            height: 24,
+        };
+        self.conn.poly_fill_rectangle(self.win, self.gc, &[r])?;
+        self.conn.get_input_focus()?.reply()?;
+        Ok(())
+    }
+}
+
+fn paint(display: &str, size: Size) -> anyhow::Result<Scene> {
     let (conn, screen_num) = RustConnection::connect(Some(display))?;
     let root = conn.setup().roots[screen_num].root;
     let win = conn.generate_id()?;
@@ -244,7 +281,12 @@ fn paint(display: &str, size: Size) -> anyhow::Result<RustConnection> {
         )?;
     }
     conn.get_input_focus()?.reply()?;
-    Ok(conn)
+    Ok(Scene {
+        conn,
+        win,
+        gc,
+        changes: 0,
+    })
 }
 
 /// A focused window that repaints itself on every key press, like a
@@ -480,7 +522,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let (mut xvfb, display) = supervise::start_xvfb(&args.xvfb_path, None, screen, None)
         .await
         .context("starting Xvfb (install it with `make deps`)")?;
-    let _scene = paint(&display, screen).context("painting the scene")?;
+    let mut scene = paint(&display, screen).context("painting the scene")?;
 
     let dir = tempfile_dir()?;
     let socket = dir.join(session::SOCKET_NAME);
@@ -517,6 +559,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let body = serde_json::to_vec(&opts)?;
     let mut png_bytes = 0;
     for _ in 0..10 {
+        scene.change()?;
         png_bytes = screenshot_timings(api_screenshot(&mut client, &body).await?)?.0;
     }
     let rss_warm = rss_kib(pid);
@@ -524,6 +567,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let mut shots = Vec::with_capacity(n);
     let mut phases: [Vec<f64>; 4] = Default::default();
     for _ in 0..n {
+        // A changed screen: captured, scaled and encoded anew.
+        scene.change()?;
         let t = Instant::now();
         let reply = api_screenshot(&mut client, &body).await?;
         shots.push(t.elapsed());
@@ -544,6 +589,24 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         "sandtopd /v1/screenshot 1920x1080 -> 1280x720 png (end to end)",
         shots,
     );
+    // The same screenshot again and again of a screen nothing draws on.
+    let mut same = Vec::with_capacity(n);
+    let mut same_inside = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let reply = api_screenshot(&mut client, &body).await?;
+        same.push(t.elapsed());
+        let (_, timings) = screenshot_timings(reply)?;
+        if !timings.reused {
+            bail!("a screenshot of an unchanged screen was not reused");
+        }
+        same_inside.push(timings.total_ms);
+    }
+    let unchanged = stat(
+        "sandtopd /v1/screenshot, unchanged screen (reused, end to end)",
+        same,
+    );
+    let unchanged_inside_ms = median(same_inside);
     let import = if have("import") && have("base64") {
         time_import(&display, pn)
             .await
@@ -697,6 +760,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     })?;
     let mut steps = Vec::with_capacity(n);
     for _ in 0..n.min(100) {
+        // As a click that changes something: the screenshot is new.
+        scene.change()?;
         let t = Instant::now();
         let (status, _) = client
             .request(Method::POST, "/v1/actions", Some(step.clone()))
@@ -716,6 +781,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         args.memory_shots
     );
     for _ in 0..args.memory_shots {
+        scene.change()?;
         screenshot_timings(api_screenshot(&mut client, &body).await?)?;
     }
     let rss_after = rss_kib(pid);
@@ -731,6 +797,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             row("type 100 chars", ours_type, xdo_type, "xdotool"),
         ],
         extra: vec![
+            unchanged,
             ours_type_uni,
             api_step,
             shortcut_reacting,
@@ -744,6 +811,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         memory_shots: args.memory_shots,
         screenshot_png_bytes: png_bytes,
         screenshot_server_side: server_side,
+        unchanged_server_total_ms: unchanged_inside_ms,
     };
     let _ = daemon.start_kill();
     let _ = daemon.wait().await;
@@ -823,6 +891,10 @@ fn print_table(r: &Report) {
     println!(
         "screenshot inside the daemon (medians): capture {:.2} ms, scale+RGB {:.2} ms, encode+base64 {:.2} ms, total {:.2} ms",
         s.capture_ms, s.scale_ms, s.encode_ms, s.total_ms
+    );
+    println!(
+        "an unchanged screen inside the daemon (median): {:.2} ms (reused)",
+        r.unchanged_server_total_ms
     );
     println!(
         "1280x720 PNG reply size: {} bytes (JSON with base64)",

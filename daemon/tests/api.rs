@@ -638,6 +638,8 @@ fn openapi_schemas_have_exactly_the_fields_of_the_rust_types() {
     let timings = Timings {
         total_ms: 3.5,
         settled: true,
+        // Written only when true: true shows every field.
+        reused: true,
         ..Timings::default()
     };
     assert_schema_fields("Screenshot", &serde_json::to_value(&shot).unwrap());
@@ -2673,12 +2675,12 @@ async fn a12_error_bodies_leak_no_token_path_or_backtrace() {
 // ---------------------------------------------------------------------
 
 #[tokio::test]
-async fn a14_info_reports_protocol_1_0_and_a_major_mismatch_is_refused_clearly() {
+async fn a14_info_reports_protocol_1_1_and_a_major_mismatch_is_refused_clearly() {
     let fx = Fx::new();
     let reply: InfoReply = serde_json::from_value(fx.call(fx.get(paths::INFO)).await.json).unwrap();
     assert_eq!(reply.state, DaemonState::Open);
     let info = reply.info;
-    assert_eq!(info.protocol, "1.0");
+    assert_eq!(info.protocol, "1.1");
     assert_eq!(info.protocol, PROTOCOL_VERSION);
     assert_eq!(info.daemon_version, env!("CARGO_PKG_VERSION"));
     assert_eq!(info.display, Some(SCREEN));
@@ -3430,3 +3432,6 @@ async fn files_read_serves_only_regular_files_beneath_its_root() {
 
 #[path = "api/clock.rs"]
 mod clock;
+
+#[path = "api/unchanged.rs"]
+mod unchanged;

@@ -1079,3 +1079,6 @@ async fn with_an_xauth_file_only_cookie_holders_reach_the_display() {
 /// The live view's frames on a real X server.
 #[path = "x11/frame.rs"]
 mod frame;
+
+#[path = "x11/unchanged.rs"]
+mod unchanged;

@@ -1,6 +1,7 @@
 //! Pixel work the daemon and host-cli share: scaling packed RGB or BGRX
-//! images (fast_image_resize's convolutions, with its SSE4.1/AVX2 paths)
-//! and baseline JPEG encoding.
+//! images (fast_image_resize's convolutions, with its SSE4.1/AVX2 paths,
+//! on every core), PNG compressed in bands on every core, and baseline
+//! JPEG encoding.
 //!
 //! The functions here are not generic, so that the libraries' generic code
 //! is instantiated and optimised once, in this crate, for one pixel type
@@ -8,6 +9,10 @@
 //! host-cli and sandtopd it was compiled again inside each of them, for all
 //! 13 pixel types, and made up a third of their machine code
 //! (BENCHMARKS.md "make guest").
+
+mod png_bands;
+
+pub use png_bands::png_rgb;
 
 use fast_image_resize as fr;
 use fast_image_resize::pixels::U8x4;
@@ -47,6 +52,8 @@ pub enum Error {
     Scale(String),
     #[error("JPEG: {0}")]
     Jpeg(String),
+    #[error("PNG: {0}")]
+    Png(String),
 }
 
 /// Scales images; keeps the resizer's buffers from one call to the next.
@@ -189,6 +196,38 @@ mod tests {
             }
         }
         v
+    }
+
+    #[test]
+    fn scaling_on_many_threads_gives_the_pixels_of_one() {
+        // A busy picture: every pixel differs from its neighbours.
+        let (w, h) = (1920u32, 1080u32);
+        let src: Vec<u8> = (0..w * h * 4)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let mut results = Vec::new();
+        for threads in [1, 2, 4] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            for to in [(1280, 720), (2400, 1350)] {
+                let mut dst = Vec::new();
+                pool.install(|| {
+                    Scaler::new()
+                        .scale(Layout::Bgrx, &src, (w, h), &mut dst, to)
+                        .unwrap();
+                });
+                results.push((threads, to, dst));
+            }
+        }
+        for (threads, to, dst) in &results[2..] {
+            let (_, _, one) = results.iter().find(|(t, s, _)| *t == 1 && s == to).unwrap();
+            assert!(
+                dst == one,
+                "{threads} threads, {to:?}: pixels differ from one thread's"
+            );
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::{Action, Fit, Rect, ScaleMap, Size};
 
 /// The protocol version this build speaks. The major number is in every
 /// path (`/v1/`); a peer with another major is refused clearly (A14).
-pub const PROTOCOL_VERSION: &str = "1.0";
+pub const PROTOCOL_VERSION: &str = "1.1";
 /// The major part of [`PROTOCOL_VERSION`].
 pub const PROTOCOL_MAJOR: u32 = 1;
 
@@ -136,6 +136,11 @@ pub struct Timings {
     pub total_ms: f64,
     /// Whether the screen went quiet before the settle cap.
     pub settled: bool,
+    /// Whether the screenshot is the previous one again, unencoded anew:
+    /// X reported no damage since it was captured and its region, size,
+    /// format and pointer are the same (protocol 1.1; absent when false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
 }
 
 /// An encoded screenshot and the map of its coordinates.

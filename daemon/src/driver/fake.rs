@@ -48,6 +48,10 @@ pub struct FakeState {
     /// the pattern in every capture from now on; move it to change the
     /// screen between captures.
     pub window: Option<(Rect, [u8; 3])>,
+    /// What [`Driver::mark`] answers: a damage count the test bumps when
+    /// it changes the screen (None: the fake cannot tell, as a server
+    /// without DAMAGE).
+    pub damage: Option<u64>,
 }
 
 /// The fake driver. Cloning the handle from [`FakeDriver::state`] lets a
@@ -216,6 +220,10 @@ impl Driver for FakeDriver {
             stride,
             data: &self.frame[start..end],
         })
+    }
+
+    fn mark(&mut self) -> Result<Option<u64>, DriverError> {
+        Ok(self.lock().damage)
     }
 
     fn cursor(&mut self) -> Result<Option<CursorImage>, DriverError> {

@@ -67,7 +67,7 @@ pub struct FrameView<'a> {
 /// The pointer's image: premultiplied ARGB (as XFixes gives it), with the
 /// hotspot already subtracted from the position (`x`, `y` is the top left
 /// corner on the screen; it may be negative).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CursorImage {
     pub x: i32,
     pub y: i32,
@@ -150,6 +150,14 @@ pub trait Driver: Send {
     /// DAMAGE). The live view's change counter follows it.
     fn changes(&mut self) -> Result<u64, DriverError> {
         Ok(0)
+    }
+    /// A point in the display's history: any change of the screen's
+    /// pixels after this call (that is, in any capture that follows it)
+    /// shows up as a higher number at the next call. Equal numbers from
+    /// two calls prove that nothing was drawn between them. `None` when
+    /// the server cannot tell (no DAMAGE): then nothing may be reused.
+    fn mark(&mut self) -> Result<Option<u64>, DriverError> {
+        Ok(None)
     }
     /// The pointer's position on the screen, when the server can tell
     /// (moving the pointer damages nothing, yet a viewer draws it).

@@ -763,6 +763,25 @@ impl Driver for X11Driver {
         Ok(self.damage_seen)
     }
 
+    /// A round trip first: every DamageNotify the server generated before
+    /// it got here has arrived and is counted. Then the damage region is
+    /// emptied, in request order before any capture that follows, so that
+    /// drawing after this point sends a new DamageNotify (the report level
+    /// is NON_EMPTY: an empty region's first damage is always reported)
+    /// while drawing before it is in that capture.
+    fn mark(&mut self) -> Result<Option<u64>, DriverError> {
+        let Some(d) = self.damage else {
+            return Ok(None);
+        };
+        self.sync()?;
+        self.drain_events()?;
+        self.conn
+            .damage_subtract(d, x11rb::NONE, x11rb::NONE)
+            .map_err(conn_err)?;
+        self.conn.flush().map_err(conn_err)?;
+        Ok(Some(self.damage_seen))
+    }
+
     fn pointer(&mut self) -> Result<Option<(i32, i32)>, DriverError> {
         let p = self
             .conn
