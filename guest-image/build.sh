@@ -9,6 +9,9 @@
 # Environment (all optional):
 #   SANDTOPD_BIN   sandtopd binary    (default: ${CARGO_TARGET_DIR:-target}/release/sandtopd)
 #   DEMO_BIN       sandtop-demo binary (default: ${CARGO_TARGET_DIR:-target}/release/sandtop-demo)
+#   LIBFAKETIME    the guest's libfaketime (default: built by guest-image/libfaketime/build.sh
+#                  into ${CARGO_TARGET_DIR:-target}/libfaketime: Debian's faketime 0.9.12
+#                  source, patched, compiled with the host's cc; the replay's fake clock)
 #   PROBE_BIN      sandtop-probe binary (default: ${CARGO_TARGET_DIR:-target}/release/sandtop-probe;
 #                  the read-only fact finder the E tier tests and `host-cli doctor` run inside)
 #   BASE           base image to build FROM (skips the base selection below)
@@ -112,6 +115,12 @@ if [[ "${BASE_ONLY:-0}" != 1 ]]; then
         die "sandtop-demo binary not found at $DEMO_BIN (build it: cargo build --release --locked -p sandtop-demo, or set DEMO_BIN)"
     [[ -f "$PROBE_BIN" ]] ||
         die "sandtop-probe binary not found at $PROBE_BIN (build it: cargo build --release --locked -p sandtop-probe, or set PROBE_BIN)"
+    if [[ -z "${LIBFAKETIME:-}" ]]; then
+        log "building libfaketime (guest-image/libfaketime/build.sh)"
+        LIBFAKETIME="$(OUT="$TARGET_DIR/libfaketime" "$ROOT/guest-image/libfaketime/build.sh")" ||
+            die "building the guest's libfaketime failed"
+    fi
+    [[ -f "$LIBFAKETIME" ]] || die "libfaketime not found at $LIBFAKETIME"
 fi
 mapfile -t PACKAGES < <(read_packages)
 ((${#PACKAGES[@]} > 0)) || die "$PACKAGES_FILE lists no package"
@@ -131,6 +140,7 @@ input_hash() {
         printf 'sandtopd %s\n' "$(sha256sum <"$SANDTOPD_BIN" | cut -c1-64)"
         printf 'sandtop-demo %s\n' "$(sha256sum <"$DEMO_BIN" | cut -c1-64)"
         printf 'sandtop-probe %s\n' "$(sha256sum <"$PROBE_BIN" | cut -c1-64)"
+        printf 'libfaketime %s\n' "$(sha256sum <"$LIBFAKETIME" | cut -c1-64)"
     } | sha256sum | cut -c1-64
 }
 if [[ "${BASE_ONLY:-0}" != 1 ]]; then
@@ -263,7 +273,8 @@ ROOTFS="$CONTEXT/rootfs"
 # /usr/share/firefox-esr/distribution: put policies.json at the target, or
 # COPY would replace the symlink with a directory.
 mkdir -p "$ROOTFS/etc/xdg/openbox" "$ROOTFS/etc/xdg/tint2" "$ROOTFS/usr/share/sandtop/applications" \
-    "$ROOTFS/usr/share/firefox-esr/distribution" "$ROOTFS/etc/firefox-esr" "$ROOTFS/usr/local/bin"
+    "$ROOTFS/usr/share/firefox-esr/distribution" "$ROOTFS/etc/firefox-esr" "$ROOTFS/usr/local/bin" \
+    "$ROOTFS/usr/lib/sandtop"
 chmod -R 0755 "$CONTEXT"
 cp "$DOCKERFILE" "$CONTEXT/Dockerfile"
 install -m 0644 "$PACKAGES_FILE" "$CONTEXT/packages.txt"
@@ -279,6 +290,8 @@ install -m 0755 "$ROOT/guest-image/sandtop-panel" "$ROOTFS/usr/local/bin/sandtop
 install -m 0755 "$SANDTOPD_BIN" "$ROOTFS/usr/local/bin/sandtopd"
 install -m 0755 "$DEMO_BIN" "$ROOTFS/usr/local/bin/sandtop-demo"
 install -m 0755 "$PROBE_BIN" "$ROOTFS/usr/local/bin/sandtop-probe"
+# The fake clock sandtopd preloads into the programs it starts (--fake-clock).
+install -m 0644 "$LIBFAKETIME" "$ROOTFS/usr/lib/sandtop/libfaketime.so.1"
 
 OLD_ID="$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
 log "docker build $IMAGE FROM $BASE (DOCKER_BUILDKIT=$DOCKER_BUILDKIT)"

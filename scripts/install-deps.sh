@@ -28,6 +28,13 @@ declare -A need=(
   [depmod]=kmod
   [cpio]=cpio
   [mke2fs]=e2fsprogs
+  # The guest's libfaketime (guest-image/libfaketime/build.sh): compiled
+  # on the host from Debian's source, patched; objdump checks its glibc.
+  [cc]=gcc
+  [make]=make
+  [patch]=patch
+  [objdump]=binutils
+  [curl]=curl
 )
 missing=()
 if [ $# -gt 0 ]; then

@@ -4,7 +4,11 @@
 //! screen beside the recorded one; the same recording with one click moved (to the
 //! terminal's launcher instead of the browser's) diverges at that step
 //! (exit 7), naming it and the regions that differ; with `--until` the
-//! step before it, the tampered recording matches.
+//! step before it, the tampered recording matches. The replay starts over
+//! a minute after the recording ended, so every step is replayed in
+//! another minute than it was recorded in: what the guest's programs show
+//! of the time (a file dialog's "Modified") matches only because the
+//! guest's fake clock reads the recorded time (issue 31).
 
 #![allow(clippy::unwrap_used)]
 
@@ -100,6 +104,17 @@ fn the_exercise_replays_step_for_step_and_a_moved_click_diverges_at_its_step() {
         String::from_utf8_lossy(&ex.stdout),
         String::from_utf8_lossy(&ex.stderr)
     );
+    // The minute changes: every step is replayed at least 61 s after the
+    // last one was recorded.
+    let recorded_end = std::fs::metadata(run.join("trajectory.jsonl"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    if let Ok(d) = (recorded_end + std::time::Duration::from_secs(61))
+        .duration_since(std::time::SystemTime::now())
+    {
+        std::thread::sleep(d);
+    }
     let t = std::time::Instant::now();
     let out = state.path().join("replayed");
     let r = host_cli(state.path())
@@ -114,6 +129,7 @@ fn the_exercise_replays_step_for_step_and_a_moved_click_diverges_at_its_step() {
     eprintln!("replay took {:.1} s", t.elapsed().as_secs_f64());
     assert_eq!(r.status.code(), Some(0), "{said}");
     assert!(said.contains("every step matched"), "{said}");
+    assert!(!said.contains("keeps no fake clock"), "{said}");
     // The report shows the replay beside the recording, every step.
     let html_path = state.path().join("side-by-side.html");
     let rep = host_cli(state.path())

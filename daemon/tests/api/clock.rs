@@ -23,8 +23,8 @@ async fn the_clock_is_set_strictly_and_only_with_a_fake_clock() {
     let off = ok.json["offset_s"].as_i64().unwrap();
     assert!((-421..=-419).contains(&off), "{}", ok.json);
     assert_eq!(
-        std::fs::read_to_string(&file).unwrap(),
-        format!("{off:+}\n")
+        std::fs::read(&file).unwrap(),
+        sandtopd::clock::record(off).to_vec()
     );
     // Back to the real time.
     let ok = fx
@@ -32,7 +32,10 @@ async fn the_clock_is_set_strictly_and_only_with_a_fake_clock() {
         .await;
     ok.assert_ok();
     assert_eq!(ok.json["offset_s"], 0);
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "+0\n");
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        sandtopd::clock::record(0).to_vec()
+    );
     // Strict: the field is required, unknown fields and absurd times are
     // refused, and nothing is written.
     for bad in [
@@ -46,7 +49,10 @@ async fn the_clock_is_set_strictly_and_only_with_a_fake_clock() {
             .await
             .assert_error(400, ErrorCode::BadRequest);
     }
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "+0\n");
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        sandtopd::clock::record(0).to_vec()
+    );
     // Without a fake clock: not found.
     let plain = Fx::new();
     plain
