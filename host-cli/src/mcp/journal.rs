@@ -157,6 +157,35 @@ impl Journal {
             .unwrap_or(0)
     }
 
+    /// How a `request_sign_in` ended: the request's shape (labels and
+    /// refs, never a value) and `submitted`, `declined`, `cancelled` or
+    /// `refused`; `source` is where the values came from (`page`, `file`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn sign_in(
+        &mut self,
+        step: u32,
+        call_id: &str,
+        request: Option<Value>,
+        status: &str,
+        source: Option<&str>,
+        option: Option<String>,
+        why: Option<String>,
+    ) -> anyhow::Result<()> {
+        if status == "submitted" {
+            self.completed.push(call_id.to_string());
+        }
+        self.rec.write(&Entry::SignIn {
+            step,
+            call_id: call_id.to_string(),
+            request,
+            status: status.to_string(),
+            source: source.map(str::to_string),
+            selected_option: option,
+            why,
+        })?;
+        self.rec.sync()
+    }
+
     /// What a browser call answered (no image data).
     pub fn output(&mut self, step: u32, item: Value) -> anyhow::Result<()> {
         self.rec.write(&Entry::CallOutput { step, item })?;

@@ -35,6 +35,7 @@ fn config(a: &McpArgs) -> Config {
         guest: a.guest.clone(),
         network: a.net.config(),
         keep: a.keep,
+        credentials: None,
     }
 }
 

@@ -193,6 +193,15 @@ fn browser_output_schema() -> Value {
     })
 }
 
+/// Whether `name` is one of the tools `cfg` offers.
+pub fn known(cfg: &Config, name: &str) -> bool {
+    match name {
+        GUEST_START | GUEST_STOP | GUEST_LIST | COMPUTER | SCREENSHOT => true,
+        n if n == super::sign_in::TOOL => cfg.browser.is_some(),
+        n => cfg.browser.as_ref().is_some_and(|t| t.enabled(n).is_some()),
+    }
+}
+
 /// Every tool, in a fixed order.
 pub fn all(cfg: &Config) -> Vec<Tool> {
     let networked = cfg.network.mode != NetworkMode::None;
@@ -272,8 +281,28 @@ pub fn all(cfg: &Config) -> Vec<Tool> {
     ];
     if let Some(t) = &cfg.browser {
         out.extend(browser_tools(t, networked));
+        out.push(sign_in_tool(networked));
     }
     out
+}
+
+/// `request_sign_in`: the loop's strict schema; the person types the
+/// values on Sandtop's own page, never through the client.
+fn sign_in_tool(networked: bool) -> Tool {
+    let f = crate::agent::sign_in::tool();
+    let description = "Ask the person to sign in to the site in the guest's active tab. They type \
+        the values on Sandtop's own one-time page (the client opens it by URL elicitation) or \
+        the operator's --credentials file answers; you never see or type them. Read the page \
+        first and name each input by the ref the browser tools gave you: the values go only into \
+        those inputs, on a page loaded from the credential origin. The result is only submitted, \
+        declined or cancelled; check the page afterwards. Never ask for credentials any other way.";
+    Tool::new(
+        super::sign_in::TOOL,
+        description,
+        object(f["parameters"].clone()),
+    )
+    .with_annotations(annotations(false, false, false, networked))
+    .with_raw_output_schema(object(super::sign_in::output_schema()))
 }
 
 /// `browser_<member>` for the enabled members: the toolset's own strict

@@ -19,7 +19,7 @@
 //! never followed.
 
 mod events;
-mod html;
+pub(crate) mod html;
 mod image;
 mod overlay;
 mod render;

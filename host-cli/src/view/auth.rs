@@ -87,7 +87,7 @@ pub fn random_hex() -> anyhow::Result<String> {
 
 /// Compares two secrets in time that depends only on their lengths
 /// (`subtle`).
-fn same(a: &str, b: &str) -> bool {
+pub fn same(a: &str, b: &str) -> bool {
     bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
@@ -106,41 +106,26 @@ pub struct Login {
     pub page_key: Zeroizing<String>,
 }
 
-/// The view's secrets and its address.
-#[derive(Debug)]
-pub struct Auth {
+/// The loopback address a local server answers on, and the two checks
+/// that pin its requests to it against DNS rebinding: `host-cli view` and
+/// `host-cli mcp --http` share them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Loopback {
     addr: SocketAddr,
-    grant: Grant,
-    /// The login token, until it is spent.
-    login: Mutex<Option<Zeroizing<String>>>,
-    /// Sessions handed out (one per login; a login token works once).
-    sessions: Mutex<Vec<Session>>,
 }
 
-impl Auth {
-    /// Secrets for a view served on `addr` (a loopback address); `grant`
-    /// is what its link gives.
-    pub fn new(addr: SocketAddr, grant: Grant) -> anyhow::Result<Auth> {
+impl Loopback {
+    /// `addr` must be a loopback address (127.0.0.0/8 or ::1).
+    pub fn new(addr: SocketAddr) -> anyhow::Result<Loopback> {
         anyhow::ensure!(
             addr.ip().is_loopback(),
-            "a view serves on loopback only, not {addr}"
+            "this server serves on loopback only, not {addr}"
         );
-        Ok(Auth {
-            addr,
-            grant,
-            login: Mutex::new(Some(Zeroizing::new(random_hex()?))),
-            sessions: Mutex::new(Vec::new()),
-        })
+        Ok(Loopback { addr })
     }
 
-    /// The link to print (holds the one-time token).
-    pub fn link(&self) -> String {
-        let login = lock(&self.login);
-        format!(
-            "http://{}/login?t={}",
-            self.addr,
-            login.as_deref().map_or("", |s| s.as_str())
-        )
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// The `Host` every request must carry.
@@ -148,7 +133,7 @@ impl Auth {
         self.addr.to_string()
     }
 
-    /// The view's own origin.
+    /// The server's own origin.
     pub fn origin(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -162,13 +147,68 @@ impl Auth {
         }
     }
 
-    /// Refuses a WebSocket upgrade whose `Origin` is not exactly ours.
+    /// Refuses a request whose `Origin` is not exactly ours (one header;
+    /// none is refused too).
     pub fn check_origin(&self, headers: &HeaderMap) -> Result<(), Refusal> {
         let mut origins = headers.get_all(header::ORIGIN).iter();
         match (origins.next(), origins.next()) {
             (Some(o), None) if o.as_bytes() == self.origin().as_bytes() => Ok(()),
             _ => Err(Refusal::Origin(self.origin())),
         }
+    }
+}
+
+/// The view's secrets and its address.
+#[derive(Debug)]
+pub struct Auth {
+    place: Loopback,
+    grant: Grant,
+    /// The login token, until it is spent.
+    login: Mutex<Option<Zeroizing<String>>>,
+    /// Sessions handed out (one per login; a login token works once).
+    sessions: Mutex<Vec<Session>>,
+}
+
+impl Auth {
+    /// Secrets for a view served on `addr` (a loopback address); `grant`
+    /// is what its link gives.
+    pub fn new(addr: SocketAddr, grant: Grant) -> anyhow::Result<Auth> {
+        Ok(Auth {
+            place: Loopback::new(addr)?,
+            grant,
+            login: Mutex::new(Some(Zeroizing::new(random_hex()?))),
+            sessions: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The link to print (holds the one-time token).
+    pub fn link(&self) -> String {
+        let login = lock(&self.login);
+        format!(
+            "http://{}/login?t={}",
+            self.place.addr,
+            login.as_deref().map_or("", |s| s.as_str())
+        )
+    }
+
+    /// The `Host` every request must carry.
+    pub fn host(&self) -> String {
+        self.place.host()
+    }
+
+    /// The view's own origin.
+    pub fn origin(&self) -> String {
+        self.place.origin()
+    }
+
+    /// Refuses a request whose `Host` is not exactly ours (one header).
+    pub fn check_host(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        self.place.check_host(headers)
+    }
+
+    /// Refuses a WebSocket upgrade whose `Origin` is not exactly ours.
+    pub fn check_origin(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        self.place.check_origin(headers)
     }
 
     /// Spends the login token: the cookie value to set and the page key
@@ -193,7 +233,7 @@ impl Auth {
 
     /// The name of this view's cookie (`sandtop_view_PORT`).
     pub fn cookie_name(&self) -> String {
-        format!("{COOKIE_PREFIX}_{}", self.addr.port())
+        format!("{COOKIE_PREFIX}_{}", self.place.addr.port())
     }
 
     /// What the request's cookie grants: enough for the page and its

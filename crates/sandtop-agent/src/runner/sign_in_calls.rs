@@ -302,17 +302,7 @@ impl Runner<'_> {
         match r {
             Ok(_) => Ok(Ok(())),
             Err(ChannelError::Daemon { body, .. }) if body.code != ErrorCode::Timeout => {
-                Ok(Err(match body.code {
-                    ErrorCode::StaleTarget => {
-                        "a target is stale: read the page again and name its inputs".into()
-                    }
-                    ErrorCode::InvalidAction => {
-                        "a target is not an input for its field's type (a password only into a password input), \
-                         or the page in the tab was not loaded from the credential origin"
-                            .into()
-                    }
-                    code => tools::error_text(code).to_string(),
-                }))
+                Ok(Err(sign_in::daemon_refusal(body.code)))
             }
             Err(e) => Err((
                 Ending::Failed,

@@ -416,6 +416,23 @@ pub fn model_output(status: Status, option: Option<&str>) -> Value {
     v
 }
 
+/// Why the daemon refused a `sign_in_check` or `sign_in_fill`, from its
+/// code alone (never the guest's text).
+pub fn daemon_refusal(code: sandtop_protocol::ErrorCode) -> String {
+    use sandtop_protocol::ErrorCode;
+    match code {
+        ErrorCode::StaleTarget => {
+            "a target is stale: read the page again and name its inputs".into()
+        }
+        ErrorCode::InvalidAction => {
+            "a target is not an input for its field's type (a password only into a password input), \
+             or the page in the tab was not loaded from the credential origin"
+                .into()
+        }
+        code => crate::browser::toolset::error_text(code).to_string(),
+    }
+}
+
 /// How a request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
