@@ -48,6 +48,10 @@ def daemon() -> Iterator[FakeDaemon]:
             shot = screenshot(fake.screen, image)
             shot["scale_map"]["region"] = r
             return Reply(200, {"screenshot": shot, "timings": {}})
+        if path == "/v1/cursor":
+            size = body.get("size") or {"width": fake.screen[0], "height": fake.screen[1]}
+            m = screenshot(fake.screen, (size["width"], size["height"]))["scale_map"]
+            return Reply(200, {"x": 7, "y": 8, "scale_map": m})
         return base(method, path, body)
 
     fake.handler = handler
@@ -100,10 +104,8 @@ def results(requests: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
 def test_the_tools_entry_disables_exactly_the_members_the_daemon_cannot_honour(daemon: FakeDaemon) -> None:
     s = sandtop.Session.attach("t1")
     c = sa.Computer(s, confirm=lambda ctx: True)
-    assert c.to_dict() == {
-        "type": "computer_toolset_20260801",
-        "configs": {m: {"enabled": False} for m in ("cursor_position", "hold_key", "left_mouse_down", "left_mouse_up")},
-    }
+    # all 17 computer members are served
+    assert c.to_dict() == {"type": "computer_toolset_20260801"}
     b = sa.Browser(s)
     assert b.to_dict() == {
         "type": "browser_toolset_20260801",
@@ -138,9 +140,16 @@ def test_computer_members_become_daemon_batches_through_the_sdks_runner(daemon: 
         ],
         # The SDK's runner answers a turn's later computer calls "Not
         # executed" once one failed: each refusal gets a turn of its own.
+        [
+            ("cursor_position", {}),
+            ("left_click", {}),
+            ("left_mouse_down", {}),
+            ("mouse_move", {"coordinate": [9, 9]}),
+            ("left_mouse_up", {}),
+            ("hold_key", {"text": "shift", "duration": 1}),
+        ],
         [("type", {"text": "NO"})],
-        [("left_click", {})],
-        [("cursor_position", {})],
+        [("hold_key", {"text": "a", "duration": 11})],
     ]
     requests, _ = run(c, turns, "computer")
     assert requests[0]["body"]["tools"] == [c.to_dict()]
@@ -158,7 +167,15 @@ def test_computer_members_become_daemon_batches_through_the_sdks_runner(daemon: 
         [{"type": "type", "text": "héllo\n"}],
         [{"type": "scroll", "x": 1, "y": 1, "scroll_x": 0, "scroll_y": -150}],
         [{"type": "drag", "path": [{"x": 0, "y": 0}, {"x": 10, "y": 10}]}],
+        # a click without a coordinate: where the cursor is (7, 8)
+        [{"type": "click", "button": "left", "x": 7, "y": 8}],
+        [{"type": "mouse_down", "button": "left"}],
+        [{"type": "move", "x": 9, "y": 9}],
+        [{"type": "mouse_up", "button": "left"}],
+        [{"type": "hold_key", "keys": ["shift"], "duration_ms": 1000}],
     ]
+    cursor = [w["body"] for w in work if w["path"] == "/v1/cursor"]
+    assert cursor == [{"format": "png", "size": {"width": 32, "height": 16}}] * 2
     # the zoom: the region mapped to screen pixels (x2), fitted into the screenshot's size
     zoom = [w["body"] for w in work if w["path"] == "/v1/screenshot"]
     assert zoom == [{"region": {"x": 16, "y": 8, "width": 16, "height": 16}, "size": {"width": 32, "height": 16}, "fit": "contain", "format": "png"}]
@@ -167,12 +184,19 @@ def test_computer_members_become_daemon_batches_through_the_sdks_runner(daemon: 
     assert not any(b.get("is_error", False) for b in out), texts
     assert texts[:3] == ["Clicked.", "Triple-clicked.", "Pressed ctrl+s Tab."] and texts[4] == "Scrolled up."
     assert result_image(out[6]) is not None
-    [declined], [no_point], [disabled] = results(requests, 3), results(requests, 4), results(requests, 5)
+    pointer = results(requests, 3)
+    assert [result_text(b) for b in pointer] == [
+        "X=7,Y=8", "Clicked.", "Left mouse button pressed.", "Moved the mouse.", "Left mouse button released.",
+        "Held shift for 1s.",
+    ], pointer
+    [declined], [too_long] = results(requests, 4), results(requests, 5)
     assert declined["is_error"] and "did not grant permission" in result_text(declined)
-    assert no_point["is_error"] and "give a coordinate" in result_text(no_point)
-    assert disabled["is_error"] and "cursor_position" in result_text(disabled)
-    # confirm saw every call the SDK ran (not the disabled one)
-    assert asked == ["screenshot", "left_click", "triple_click", "key", "type", "scroll", "left_click_drag", "zoom", "wait", "type", "left_click"]
+    assert too_long["is_error"] and "0 to 10 seconds" in result_text(too_long)
+    # confirm saw every call the SDK ran
+    assert asked == [
+        "screenshot", "left_click", "triple_click", "key", "type", "scroll", "left_click_drag", "zoom", "wait",
+        "cursor_position", "left_click", "left_mouse_down", "mouse_move", "left_mouse_up", "hold_key", "type", "hold_key",
+    ]
 
 
 def test_a_daemon_refusal_reaches_the_model_in_our_words_only(daemon: FakeDaemon) -> None:

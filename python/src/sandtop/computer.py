@@ -167,7 +167,10 @@ class Computer:
     def _batch(self, items: list[tuple[object, str]], cancelled: Cancel) -> None:
         """Runs ``(action, kind)`` pairs as one batch, in order, without a
         final screenshot (each checked by ``action_body`` first)."""
-        actions = [action_body(action, kind) for action, kind in items]
+        self._send([action_body(action, kind) for action, kind in items], cancelled)
+
+    def _send(self, actions: list[dict[str, Any]], cancelled: Cancel) -> None:
+        """Sends daemon actions already built and checked by the caller."""
         body: dict[str, Any] = {
             "actions": actions,
             "screenshot": self._options(),

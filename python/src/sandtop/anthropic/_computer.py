@@ -10,9 +10,13 @@ is one ``POST /v1/screenshot`` of a screen region, mapped from the
 screenshot's space through its ScaleMap and fitted into the screenshot's own
 size. Images are checked as ``sandtop.Computer`` checks them and must stay
 under the API's per-image limit. The members the daemon cannot honour
-(``cursor_position``, ``left_mouse_down``, ``left_mouse_up``, ``hold_key``;
-see docs/contract.md, "Claude") are not overridden, so the SDK offers them
-as disabled and answers a call with its own refusal.
+are not overridden, so the SDK offers them as disabled and answers a call
+with its own refusal; this daemon honours all 17. ``cursor_position`` is
+``POST /v1/cursor`` in the screenshot's space; ``left_mouse_down`` /
+``left_mouse_up`` are the daemon's ``mouse_down`` / ``mouse_up`` (the button
+stays held between calls, released by the daemon on a failed batch, its stop
+or a minute without input); ``hold_key`` is ``hold_key`` (at most 10 s).
+A click or scroll without a coordinate acts where the pointer is.
 
 Every failure reaches the model as a ``ToolError`` whose text is ours,
 built from the daemon's error code (never the guest's message, never the
@@ -31,6 +35,7 @@ from anthropic.tools import ToolError
 from anthropic.tools.computer import (
     BetaAbstractComputerToolset20260801,
     BetaAsyncAbstractComputerToolset20260801,
+    BetaComputerCursorPositionResult,
     BetaScreenshotResult,
     BetaToolsetCallContext,
 )
@@ -53,6 +58,8 @@ MAX_IMAGE_BASE64_BYTES = 5 * 1024 * 1024
 MAX_WAIT_SECONDS = 30
 #: The most key presses one ``key`` call may make (chords times ``repeat``).
 MAX_KEY_PRESSES = 100
+#: ``hold_key``'s longest hold (the daemon's ``MAX_HOLD_KEY_MS``).
+MAX_HOLD_SECONDS = 10
 
 
 def chords(text: str) -> list[list[str]]:
@@ -91,12 +98,6 @@ def _held(text: Optional[str]) -> Optional[list[str]]:
     return found[0]
 
 
-def _point(value: Optional[list[int]], member: str) -> tuple[int, int]:
-    if value is None:
-        # The daemon moves the pointer to where it acts; it does not act
-        # "wherever the pointer is" (that needs cursor_position).
-        raise ToolError(f"{member}: give a coordinate [x, y]; this desktop acts at a coordinate")
-    return value[0], value[1]
 
 
 def _tool_error(e: Exception, member: str) -> ToolError:
@@ -145,12 +146,49 @@ class Desktop:
 
     # -- pointer and keyboard ------------------------------------------------
 
+    def _point(self, value: Optional[list[int]], cancelled: Cancel) -> tuple[int, int]:
+        """The coordinate given, or where the pointer is (the toolset's
+        "the current cursor position if `coordinate` is omitted")."""
+        if value is not None:
+            return value[0], value[1]
+        here = self.m_cursor_position(None, cancelled)
+        return here.x, here.y
+
+    def m_cursor_position(self, input: Any, cancelled: Cancel) -> BetaComputerCursorPositionResult:
+        options = self.computer._options()  # noqa: SLF001 - the same package
+        reply = self.client.request("POST", "/v1/cursor", options, cancelled=cancelled, timeout=self.timeout)
+        x, y, m = reply.get("x"), reply.get("y"), reply.get("scale_map")
+        if type(x) is not int or type(y) is not int or not isinstance(m, dict):
+            raise ChannelError("the daemon's reply is invalid: a cursor position has the wrong shape", outcome_unknown=True)
+        last = self.computer.scale_map
+        if last is not None and m != last:
+            raise ToolError("cursor_position: the screen changed size since the screenshot; take a new screenshot")
+        image = m.get("image") or {}
+        if not (0 <= x < image.get("width", 0) and 0 <= y < image.get("height", 0)):
+            raise ChannelError("the daemon's reply is invalid: the cursor lies outside its own map", outcome_unknown=True)
+        return BetaComputerCursorPositionResult(x=x, y=y)
+
+    def m_left_mouse_down(self, input: Any, cancelled: Cancel) -> None:
+        self.computer._send([{"type": "mouse_down", "button": "left"}], cancelled)  # noqa: SLF001
+
+    def m_left_mouse_up(self, input: Any, cancelled: Cancel) -> None:
+        self.computer._send([{"type": "mouse_up", "button": "left"}], cancelled)  # noqa: SLF001
+
+    def m_hold_key(self, input: Any, cancelled: Cancel) -> None:
+        if not 0 <= input.duration <= MAX_HOLD_SECONDS:
+            raise ToolError(f"hold_key: duration must be 0 to {MAX_HOLD_SECONDS} seconds")
+        found = chords(input.text)
+        if len(found) != 1:
+            raise ToolError("hold_key: one key combination (e.g. 'shift' or 'ctrl+a')")
+        action = {"type": "hold_key", "keys": found[0], "duration_ms": input.duration * 1000}
+        self.computer._send([action], cancelled)  # noqa: SLF001
+
     def _batch(self, items: list[tuple[dict[str, Any], str]], cancelled: Cancel) -> None:
         self.computer._batch(items, cancelled)  # noqa: SLF001 - the same package
 
     def _click(self, input: Any, member: str, button: str, count: int, cancelled: Cancel) -> None:
-        x, y = _point(input.coordinate, member)
         keys = _held(input.text)
+        x, y = self._point(input.coordinate, cancelled)
         if count == 1:
             self._batch([({"type": "click", "button": button, "x": x, "y": y, "keys": keys}, "click")], cancelled)
             return
@@ -180,7 +218,7 @@ class Desktop:
         self._click(input, "triple_click", "left", 3, cancelled)
 
     def m_mouse_move(self, input: Any, cancelled: Cancel) -> None:
-        x, y = _point(input.coordinate, "mouse_move")
+        x, y = input.coordinate
         self._batch([({"type": "move", "x": x, "y": y}, "move")], cancelled)
 
     def m_left_click_drag(self, input: Any, cancelled: Cancel) -> None:
@@ -189,7 +227,7 @@ class Desktop:
         self._batch([({"type": "drag", "path": path, "keys": _held(input.text)}, "drag")], cancelled)
 
     def m_scroll(self, input: Any, cancelled: Cancel) -> None:
-        x, y = _point(input.coordinate, "scroll")
+        x, y = self._point(input.coordinate, cancelled)
         if input.scroll_amount < 0:
             raise ToolError("scroll: scroll_amount must not be negative")
         limits = self.client.info.get("limits") or {}
@@ -310,6 +348,18 @@ class Computer(BetaAbstractComputerToolset20260801):
     def key(self, context: BetaToolsetCallContext, input: Any) -> None:
         self.desktop.run("key", input, None)
 
+    def hold_key(self, context: BetaToolsetCallContext, input: Any) -> None:
+        self.desktop.run("hold_key", input, None)
+
+    def cursor_position(self, context: BetaToolsetCallContext, input: Any) -> BetaComputerCursorPositionResult:
+        return self.desktop.run("cursor_position", input, None)  # type: ignore[no-any-return]
+
+    def left_mouse_down(self, context: BetaToolsetCallContext, input: Any) -> None:
+        self.desktop.run("left_mouse_down", input, None)
+
+    def left_mouse_up(self, context: BetaToolsetCallContext, input: Any) -> None:
+        self.desktop.run("left_mouse_up", input, None)
+
     def type(self, context: BetaToolsetCallContext, input: Any) -> None:
         self.desktop.run("type", input, None)
 
@@ -380,6 +430,18 @@ class AsyncComputer(BetaAsyncAbstractComputerToolset20260801):
 
     async def key(self, context: BetaToolsetCallContext, input: Any) -> None:
         await self._run("key", input)
+
+    async def hold_key(self, context: BetaToolsetCallContext, input: Any) -> None:
+        await self._run("hold_key", input)
+
+    async def cursor_position(self, context: BetaToolsetCallContext, input: Any) -> BetaComputerCursorPositionResult:
+        return await self._run("cursor_position", input)  # type: ignore[no-any-return]
+
+    async def left_mouse_down(self, context: BetaToolsetCallContext, input: Any) -> None:
+        await self._run("left_mouse_down", input)
+
+    async def left_mouse_up(self, context: BetaToolsetCallContext, input: Any) -> None:
+        await self._run("left_mouse_up", input)
 
     async def type(self, context: BetaToolsetCallContext, input: Any) -> None:
         await self._run("type", input)
