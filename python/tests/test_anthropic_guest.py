@@ -267,3 +267,29 @@ def test_the_demo_form_is_filled_through_read_page_refs_and_the_policy_refuses_f
     assert len(rows) == 1, record
     assert (rows[0]["name"], rows[0]["email"], rows[0]["message"]) == (stamp, "claude@example.test", "über Claude ✓")
     assert all(guest.token not in json.dumps(r) for r in requests)
+
+
+def test_the_claude_examples_run_as_a_user_runs_them(guest: Guest) -> None:
+    """ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL in the environment (the
+    mock's); without a terminal nobody approves typing, so the example's
+    `type` is refused and its move and screenshot run."""
+    examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+    script = Steps("computer", [
+        lambda body: [("mouse_move", {"coordinate": [10, 10]}), ("screenshot", {})],
+        lambda body: [("type", {"text": "nobody approved this"})],
+        lambda body: "done",
+    ])
+    mock = MockMessages(KEY, script)
+    try:
+        p = subprocess.run(
+            [sys.executable, os.path.join(examples, "claude_computer.py"), guest.session.name, "the task"],
+            env={**os.environ, "ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": mock.base_url},
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180, start_new_session=True,
+        )
+    finally:
+        requests = mock.close()
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.splitlines() == ["member: mouse_move", "member: screenshot", "member: type", "done"]
+    assert mock.error is None and all(r["problems"] == [] for r in requests)
+    [refused] = script.results[2]
+    assert refused["is_error"] is True and "did not grant permission" in result_text(refused)
