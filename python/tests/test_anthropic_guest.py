@@ -293,3 +293,32 @@ def test_the_claude_examples_run_as_a_user_runs_them(guest: Guest) -> None:
     assert mock.error is None and all(r["problems"] == [] for r in requests)
     [refused] = script.results[2]
     assert refused["is_error"] is True and "did not grant permission" in result_text(refused)
+
+
+def test_cursor_position_and_a_held_button_through_the_runner(guest: Guest) -> None:
+    """cursor_position answers where mouse_move put the pointer, in the
+    screenshot's space (here scaled to 640x400); left_mouse_down /
+    left_mouse_up hold and release the button across calls; a click without
+    a coordinate lands where the pointer is."""
+    try:
+        guest.session.client.request("POST", "/v1/cursor", {})
+    except sandtop.DaemonError as e:
+        if e.code in ("not_found", "method_not_allowed"):
+            skip("docker", f"the guest image {IMAGE} has a daemon without /v1/cursor; rebuild it (make guest-image)")
+        raise
+    computer = sa.Computer(guest.session, confirm=lambda ctx: True, size=(640, 400))
+    script = Steps("computer", [
+        lambda body: [("screenshot", {}), ("mouse_move", {"coordinate": [321, 123]}), ("cursor_position", {})],
+        lambda body: [("left_mouse_down", {}), ("mouse_move", {"coordinate": [300, 150]}), ("left_mouse_up", {}),
+                      ("cursor_position", {}), ("left_click", {})],
+        lambda body: "done",
+    ])
+    run(computer, script)
+    first, second = script.results[1], script.results[2]
+    assert [result_text(b) for b in first[1:]] == ["Moved the mouse.", "X=321,Y=123"]
+    assert [result_text(b) for b in second] == [
+        "Left mouse button pressed.", "Moved the mouse.", "Left mouse button released.", "X=300,Y=150", "Clicked.",
+    ]
+    # In screen pixels (the screenshot is scaled by a half) the pointer is where the model put it.
+    held = guest.session.client.request("POST", "/v1/cursor", {})
+    assert (held["x"], held["y"]) == (600, 300)
