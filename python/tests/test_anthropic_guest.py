@@ -319,6 +319,7 @@ def test_cursor_position_and_a_held_button_through_the_runner(guest: Guest) -> N
     assert [result_text(b) for b in second] == [
         "Left mouse button pressed.", "Moved the mouse.", "Left mouse button released.", "X=300,Y=150", "Clicked.",
     ]
-    # In screen pixels (the screenshot is scaled by a half) the pointer is where the model put it.
+    # In screen pixels (the screenshot is scaled by a half): the centre of
+    # model pixel (300, 150), ScaleMap::to_screen's (2x + 1) * 1280 / 1280.
     held = guest.session.client.request("POST", "/v1/cursor", {})
-    assert (held["x"], held["y"]) == (600, 300)
+    assert (held["x"], held["y"]) == (601, 301)
