@@ -57,7 +57,7 @@ test: deps
 	fi; \
 	echo "make test: every tier passed (or printed why it skipped)"
 
-## sdk-test: the Python package (python/) in a virtualenv with openai==3.57.0 and mcp==2.3.0 from PyPI: unit tests, then the SDK exercise and `host-cli mcp` driven by the MCP Python SDK on a real guest (SKIPs without Docker, the guest image or PyPI; SANDTOP_REQUIRE=docker makes that a failure)
+## sdk-test: the Python package (python/) in a virtualenv with openai==3.57.0, anthropic==2.17.0 and mcp==2.3.0 from PyPI: unit tests, then the SDK exercise and `host-cli mcp` driven by the MCP Python SDK on a real guest (SKIPs without Docker, the guest image or PyPI; SANDTOP_REQUIRE=docker makes that a failure)
 SDK_VENV ?= $(SDK_TARGET)/sdk-venv
 SDK_TARGET ?= $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 .PHONY: sdk-test
@@ -71,11 +71,11 @@ sdk-test:
 	set -e; \
 	$(CARGO) build --locked -p host-cli -p sandtop-testkit --bin host-cli --bin mock-responses; \
 	python3 -m venv "$(SDK_VENV)"; \
-	if ! "$(SDK_VENV)/bin/python" -m pip install --quiet --disable-pip-version-check './python[openai,test,view]'; then \
+	if ! "$(SDK_VENV)/bin/python" -m pip install --quiet --disable-pip-version-check './python[openai,anthropic,test,view]'; then \
 		if echo ",$$SANDTOP_REQUIRE," | grep -Eq ',(python|docker|all),'; then \
-			echo "sdk-test: installing openai==3.57.0 and pytest from PyPI failed (pip's error above), and SANDTOP_REQUIRE asks for this tier"; exit 1; \
+			echo "sdk-test: installing openai==3.57.0, anthropic==2.17.0 and pytest from PyPI failed (pip's error above), and SANDTOP_REQUIRE asks for this tier"; exit 1; \
 		fi; \
-		echo "SKIP python: cannot install openai==3.57.0 and pytest from PyPI (pip's error above; is PyPI reachable?)"; exit 0; \
+		echo "SKIP python: cannot install openai==3.57.0, anthropic==2.17.0 and pytest from PyPI (pip's error above; is PyPI reachable?)"; exit 0; \
 	fi; \
 	"$(SDK_VENV)/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall ./python; \
 	SANDTOP_HOST_CLI="$(SDK_TARGET)/debug/host-cli" SANDTOP_MOCK_RESPONSES="$(SDK_TARGET)/debug/mock-responses" \

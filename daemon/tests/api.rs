@@ -572,6 +572,25 @@ fn openapi_schemas_have_exactly_the_fields_of_the_rust_types() {
             },
         ),
         ("WaitAction", Action::Wait {}),
+        (
+            "MouseDownAction",
+            Action::MouseDown {
+                button: Button::Left,
+            },
+        ),
+        (
+            "MouseUpAction",
+            Action::MouseUp {
+                button: Button::Left,
+            },
+        ),
+        (
+            "HoldKeyAction",
+            Action::HoldKey {
+                keys: vec!["SHIFT".into()],
+                duration_ms: 500,
+            },
+        ),
     ];
     let mapping = &spec_schema("Action")["discriminator"]["mapping"];
     for (name, action) in &actions {
@@ -623,6 +642,15 @@ fn openapi_schemas_have_exactly_the_fields_of_the_rust_types() {
     assert_schema_fields("ScaleMap", &serde_json::to_value(map).unwrap());
     assert_schema_fields("Size", &serde_json::to_value(size).unwrap());
     assert_schema_fields("Rect", &serde_json::to_value(map.region).unwrap());
+    assert_schema_fields(
+        "CursorReply",
+        &serde_json::to_value(sandtop_protocol::CursorReply {
+            x: 1,
+            y: 2,
+            scale_map: map,
+        })
+        .unwrap(),
+    );
     assert_schema_fields(
         "Coord",
         &serde_json::to_value(Coord { x: -1, y: 2 }).unwrap(),
@@ -898,6 +926,14 @@ fn openapi_paths_statuses_and_limits_match_the_code() {
             "ReadFileReply",
             &[
                 "200", "400", "401", "403", "404", "405", "413", "415", "422", "500", "503", "504",
+            ],
+        ),
+        (
+            paths::CURSOR,
+            "post",
+            "CursorReply",
+            &[
+                "200", "400", "401", "403", "405", "413", "415", "422", "500", "503", "504",
             ],
         ),
         (

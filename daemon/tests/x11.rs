@@ -1080,5 +1080,9 @@ async fn with_an_xauth_file_only_cookie_holders_reach_the_display() {
 #[path = "x11/frame.rs"]
 mod frame;
 
+/// What the Anthropic computer toolset needs: held buttons, hold_key, the
+/// cursor position, and zoom as a region capture.
+#[path = "x11/claude.rs"]
+mod claude;
 #[path = "x11/unchanged.rs"]
 mod unchanged;

@@ -108,6 +108,26 @@ pub enum Action {
     },
     /// Wait until the screen settles (X damage quiet), capped.
     Wait {},
+    /// Not in the Responses API (the Anthropic computer toolset's
+    /// `left_mouse_down`): press `button` where the pointer is and leave it
+    /// held after the batch, until a `mouse_up`, a failed batch, the
+    /// daemon's stop, or [`limits::HELD_BUTTON_IDLE_MS`] without a request
+    /// (docs/contract.md rule 62).
+    MouseDown {
+        button: Button,
+    },
+    /// Not in the Responses API (`left_mouse_up`): release `button` where
+    /// the pointer is; nothing happens when it is not held.
+    MouseUp {
+        button: Button,
+    },
+    /// Not in the Responses API (`hold_key`): press `keys` in order, keep
+    /// them down for `duration_ms` (at most [`limits::MAX_HOLD_KEY_MS`]),
+    /// release them in reverse.
+    HoldKey {
+        keys: Vec<String>,
+        duration_ms: u64,
+    },
 }
 
 /// Why an action was refused before anything ran.
@@ -174,6 +194,9 @@ impl Action {
             Action::Scroll { .. } => "scroll",
             Action::Type { .. } => "type",
             Action::Wait {} => "wait",
+            Action::MouseDown { .. } => "mouse_down",
+            Action::MouseUp { .. } => "mouse_up",
+            Action::HoldKey { .. } => "hold_key",
         }
     }
 
@@ -198,7 +221,7 @@ impl Action {
     /// Key names this action presses (held keys or the chord).
     pub fn key_names(&self) -> &[String] {
         match self {
-            Action::Keypress { keys } => keys,
+            Action::Keypress { keys } | Action::HoldKey { keys, .. } => keys,
             Action::Click { keys, .. }
             | Action::DoubleClick { keys, .. }
             | Action::Drag { keys, .. }
@@ -254,6 +277,15 @@ impl Action {
                 )))
             }
             Action::Type { text } => check_text(text),
+            Action::HoldKey { keys, .. } if keys.is_empty() => Err(ActionRejection::Invalid(
+                "hold_key needs at least one key".into(),
+            )),
+            Action::HoldKey { duration_ms, .. } if *duration_ms > limits::MAX_HOLD_KEY_MS => {
+                Err(ActionRejection::Limit(format!(
+                    "hold_key of {duration_ms} ms, at most {} allowed",
+                    limits::MAX_HOLD_KEY_MS
+                )))
+            }
             _ => Ok(()),
         }
     }

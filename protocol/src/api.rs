@@ -22,6 +22,7 @@ pub mod paths {
     pub const FRAME: &str = "/v1/frame";
     pub const FILES_READ: &str = "/v1/files/read";
     pub const CLOCK: &str = "/v1/clock";
+    pub const CURSOR: &str = "/v1/cursor";
 }
 
 /// Checks that a peer's protocol version has our major number.
@@ -180,6 +181,18 @@ pub struct BatchResponse {
 pub struct ScreenshotResponse {
     pub screenshot: Screenshot,
     pub timings: Timings,
+}
+
+/// Reply of `POST /v1/cursor` (whose body is the [`ScreenshotOptions`] of
+/// the screenshot the position refers to): where the pointer is, in that
+/// screenshot's space (`ScaleMap::to_image`), with the map. A pointer
+/// outside the captured region is `out_of_bounds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CursorReply {
+    pub x: u32,
+    pub y: u32,
+    pub scale_map: ScaleMap,
 }
 
 /// Overall health.

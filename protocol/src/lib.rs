@@ -37,9 +37,9 @@ mod strict;
 
 pub use action::{Action, ActionRejection, Button, Coord, check_text};
 pub use api::{
-    BatchRequest, BatchResponse, Capabilities, DaemonState, Health, HealthStatus, ImageFormat,
-    Info, InfoReply, Limits, PROTOCOL_MAJOR, PROTOCOL_VERSION, Screenshot, ScreenshotOptions,
-    ScreenshotResponse, Timings, check_protocol, paths,
+    BatchRequest, BatchResponse, Capabilities, CursorReply, DaemonState, Health, HealthStatus,
+    ImageFormat, Info, InfoReply, Limits, PROTOCOL_MAJOR, PROTOCOL_VERSION, Screenshot,
+    ScreenshotOptions, ScreenshotResponse, Timings, check_protocol, paths,
 };
 pub use browser::{BrowserCall, BrowserOutcome, BrowserReply, BrowserRequest, BrowserState};
 pub use error::{ErrorBody, ErrorCode};

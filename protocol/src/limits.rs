@@ -19,6 +19,12 @@ pub const MAX_SCROLL_DISTANCE: u64 = 10_000;
 /// pixel-like distances; one wheel click scrolls roughly 50 px in Firefox
 /// and GTK applications (3 lines), so 300 becomes 6 clicks, never 300.
 pub const SCROLL_PIXELS_PER_CLICK: u64 = 50;
+/// Longest `hold_key` action, in milliseconds (well inside
+/// [`REQUEST_DEADLINE_MS`], with the rest of its batch).
+pub const MAX_HOLD_KEY_MS: u64 = 10_000;
+/// A button `mouse_down` left held is released by the daemon once no
+/// request came for this long (a client that never sent `mouse_up`).
+pub const HELD_BUTTON_IDLE_MS: u64 = 60_000;
 /// Largest screen or image side.
 pub const MAX_DIMENSION: u32 = 8192;
 /// Largest reply the host reads from the daemon, in bytes.

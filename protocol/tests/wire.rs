@@ -315,3 +315,67 @@ fn screenshot_options_default_to_png_full_screen() {
     assert_eq!(o, ScreenshotOptions::default());
     assert!(o.size.is_none() && o.region.is_none() && !o.cursor);
 }
+
+/// The actions the Anthropic computer toolset needs (docs/contract.md rule
+/// 62): strict on the daemon's wire, never accepted from an OpenAI model.
+#[test]
+fn held_buttons_and_hold_key_are_daemon_actions_a_model_cannot_send() {
+    use sandtop_protocol::{ActionRejection, Button, limits};
+    for (v, want) in [
+        (
+            json!({"type": "mouse_down", "button": "left"}),
+            Action::MouseDown {
+                button: Button::Left,
+            },
+        ),
+        (
+            json!({"type": "mouse_up", "button": "right"}),
+            Action::MouseUp {
+                button: Button::Right,
+            },
+        ),
+        (
+            json!({"type": "hold_key", "keys": ["shift"], "duration_ms": 500}),
+            Action::HoldKey {
+                keys: vec!["shift".into()],
+                duration_ms: 500,
+            },
+        ),
+    ] {
+        let a: Action = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(a, want);
+        assert_eq!(serde_json::to_value(&a).unwrap(), v);
+        assert!(a.is_input());
+        assert_eq!(Action::schema_fields(a.kind()), None);
+        let refused = Action::from_model_value(&v).unwrap_err();
+        assert!(refused.contains("unknown action type"), "{refused}");
+    }
+    for extra in [
+        json!({"type": "mouse_down", "button": "left", "x": 1}),
+        json!({"type": "hold_key", "keys": ["a"], "duration_ms": 5, "repeat": 2}),
+    ] {
+        assert!(serde_json::from_value::<Action>(extra).is_err());
+    }
+    let long = Action::HoldKey {
+        keys: vec!["a".into()],
+        duration_ms: limits::MAX_HOLD_KEY_MS + 1,
+    };
+    assert!(matches!(
+        long.check_limits(),
+        Err(ActionRejection::Limit(_))
+    ));
+    let none = Action::HoldKey {
+        keys: vec![],
+        duration_ms: 1,
+    };
+    assert!(matches!(
+        none.check_limits(),
+        Err(ActionRejection::Invalid(_))
+    ));
+    let ok = Action::HoldKey {
+        keys: vec!["shift".into(), "a".into()],
+        duration_ms: limits::MAX_HOLD_KEY_MS,
+    };
+    assert_eq!(ok.check_limits(), Ok(()));
+    assert_eq!(ok.key_names(), ["shift", "a"]);
+}

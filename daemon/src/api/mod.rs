@@ -131,6 +131,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route(paths::ACTIONS, post(actions))
         .route(paths::SCREENSHOT, post(screenshot))
         .route(paths::FRAME, post(frame))
+        .route(paths::CURSOR, post(cursor))
         .route(paths::BROWSER_STATE, post(browser_state))
         .route(paths::BROWSER_CALL, post(browser_call))
         .route(paths::FILES_READ, post(files::read))
@@ -388,6 +389,34 @@ async fn frame(
             seq,
             reply: tx,
         })
+        .map_err(ApiError)?;
+    match tokio::time::timeout(state.deadline + REPLY_GRACE, rx).await {
+        Ok(Ok(Ok(reply))) => json_bytes(serde_json::to_vec(&reply)),
+        Ok(Ok(Err(e))) => Err(ApiError(e)),
+        Ok(Err(_)) => Err(ApiError(ErrorBody::new(
+            ErrorCode::Internal,
+            "the desktop task dropped the request",
+        ))),
+        Err(_) => Err(ApiError(ErrorBody::new(
+            ErrorCode::Timeout,
+            "the display did not answer in time",
+        ))),
+    }
+}
+
+/// `POST /v1/cursor`: where the pointer is, in the space of a screenshot
+/// taken with the body's options (a read: no input gate, like a frame).
+async fn cursor(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let options: ScreenshotOptions =
+        parse_json(&headers, &body, Some(ScreenshotOptions::default()))?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    state
+        .desktop
+        .send(Job::Cursor { options, reply: tx })
         .map_err(ApiError)?;
     match tokio::time::timeout(state.deadline + REPLY_GRACE, rx).await {
         Ok(Ok(Ok(reply))) => json_bytes(serde_json::to_vec(&reply)),

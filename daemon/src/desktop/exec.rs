@@ -52,6 +52,19 @@ pub enum Step {
     },
     Wait,
     Screenshot,
+    /// Press a button where the pointer is; it stays held after the batch.
+    MouseDown {
+        button: u8,
+    },
+    /// Release a button where the pointer is (nothing when not held).
+    MouseUp {
+        button: u8,
+    },
+    /// Keys held down for a while, then released in reverse.
+    HoldKey {
+        keys: Vec<Keysym>,
+        duration: Duration,
+    },
 }
 
 impl Step {
@@ -83,7 +96,10 @@ impl Step {
 
     /// Keyboard input: typing or a keypress.
     pub fn is_keyboard(&self) -> bool {
-        matches!(self, Step::Keypress { .. } | Step::Type { .. })
+        matches!(
+            self,
+            Step::Keypress { .. } | Step::Type { .. } | Step::HoldKey { .. }
+        )
     }
 }
 
@@ -206,6 +222,16 @@ pub fn plan(req: &BatchRequest, screen: Size) -> Result<(Vec<Step>, ScaleMap), E
             Action::Type { text } => Step::Type { text: text.clone() },
             Action::Wait {} => Step::Wait,
             Action::Screenshot {} => Step::Screenshot,
+            Action::MouseDown { button } => Step::MouseDown {
+                button: button.x11_number(),
+            },
+            Action::MouseUp { button } => Step::MouseUp {
+                button: button.x11_number(),
+            },
+            Action::HoldKey { keys, duration_ms } => Step::HoldKey {
+                keys: resolve_keys(i, keys)?,
+                duration: Duration::from_millis(*duration_ms),
+            },
         };
         steps.push(step);
     }
@@ -247,6 +273,11 @@ impl Input {
     /// Whether anything is held.
     pub fn is_clear(&self) -> bool {
         self.keys.is_empty() && self.buttons.is_empty()
+    }
+
+    /// Whether `button` is held (a `mouse_down` without its `mouse_up`).
+    pub fn holds_button(&self, button: u8) -> bool {
+        self.buttons.contains(&button)
     }
 
     /// Waits until every event sent so far was delivered.
@@ -587,6 +618,34 @@ fn run_step(
             .map(|_| ())
         }
         Step::Screenshot => Ok(()),
+        Step::MouseDown { button } => {
+            if input.holds_button(*button) {
+                return Ok(());
+            }
+            input.button_down(d, *button, c)
+        }
+        Step::MouseUp { button } => {
+            if !input.holds_button(*button) {
+                return Ok(());
+            }
+            input.button_up(d, *button, c)
+        }
+        Step::HoldKey { keys, duration } => {
+            input.hold(d, keys, c)?;
+            // Delivered before the time starts: the keys are down in the
+            // programs for the whole duration.
+            input.deliver(d, c)?;
+            let end = std::time::Instant::now() + *duration;
+            loop {
+                cancel.check()?;
+                let left = end.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                std::thread::sleep(left.min(Duration::from_millis(20)));
+            }
+            input.unhold(d, keys, c)
+        }
     }
 }
 

@@ -67,6 +67,12 @@ pub enum Job {
         seq: u64,
         reply: Reply<sandtop_protocol::frame::FrameReply>,
     },
+    /// Where the pointer is, in the space of a screenshot taken with
+    /// `options` (no input gate: it only reads).
+    Cursor {
+        options: ScreenshotOptions,
+        reply: Reply<sandtop_protocol::CursorReply>,
+    },
     /// The display was restarted: drop the old connection, open a new one.
     Reconnect,
     /// Release everything and stop.
@@ -133,6 +139,9 @@ struct Desktop {
     /// The last screenshot and what it showed, to answer again while
     /// nothing was drawn ([`Driver::mark`]).
     last_shot: Option<LastShot>,
+    /// When the last input request ended: a button a `mouse_down` left
+    /// held is released once none came for `HELD_BUTTON_IDLE_MS`.
+    last_input: Instant,
 }
 
 /// A screenshot that may be answered again: the display's mark before its
@@ -163,6 +172,7 @@ impl Desktop {
             seen: frames::Seen::default(),
             last_frame: None,
             last_shot: None,
+            last_input: Instant::now(),
         }
     }
 
@@ -202,6 +212,7 @@ impl Desktop {
                     reply,
                 } => {
                     let result = self.guarded(|d| d.batch(&request, &cancel));
+                    self.last_input = Instant::now();
                     drop(permit);
                     // Input changes what a viewer should see, whether or
                     // not the display reported damage yet.
@@ -225,6 +236,10 @@ impl Desktop {
                 } => {
                     let result = self.guarded(|d| d.frame(&request, seq));
                     self.last_frame = Some(Instant::now());
+                    let _ = reply.send(result);
+                }
+                Job::Cursor { options, reply } => {
+                    let result = self.guarded(|d| d.cursor_position(&options));
                     let _ = reply.send(result);
                 }
                 Job::Reconnect => {
@@ -488,7 +503,55 @@ impl Desktop {
         Ok((shot, timings))
     }
 
+    fn cursor_position(
+        &mut self,
+        options: &ScreenshotOptions,
+    ) -> Result<sandtop_protocol::CursorReply, ErrorBody> {
+        let no_cancel = Cancel::new(Instant::now() + Duration::from_secs(5));
+        let (driver, _, _) = self.parts()?;
+        let screen = match driver.screen_size() {
+            Ok(s) => s,
+            Err(e) => return Err(self.driver_error(e, &no_cancel)),
+        };
+        let map =
+            ScaleMap::fit(screen, options.region, options.size, options.fit).map_err(|e| {
+                ErrorBody::new(ErrorCode::BadRequest, format!("screenshot options: {e}"))
+            })?;
+        let (driver, _, _) = self.parts()?;
+        let at = match driver.pointer() {
+            Ok(Some(p)) => p,
+            Ok(None) => {
+                return Err(ErrorBody::new(
+                    ErrorCode::DisplayUnavailable,
+                    "the display does not tell where the pointer is",
+                ));
+            }
+            Err(e) => return Err(self.driver_error(e, &no_cancel)),
+        };
+        let (sx, sy) = (u32::try_from(at.0).ok(), u32::try_from(at.1).ok());
+        match sx.zip(sy).and_then(|(x, y)| map.to_image(x, y)) {
+            Some((x, y)) => Ok(sandtop_protocol::CursorReply {
+                x,
+                y,
+                scale_map: map,
+            }),
+            None => Err(ErrorBody::new(
+                ErrorCode::OutOfBounds,
+                format!(
+                    "the pointer ({}, {}) is outside the captured region",
+                    at.0, at.1
+                ),
+            )),
+        }
+    }
+
     fn housekeeping(&mut self) {
+        if !self.input.is_clear()
+            && self.last_input.elapsed() >= Duration::from_millis(limits::HELD_BUTTON_IDLE_MS)
+        {
+            tracing::info!("releasing a button held past the idle limit");
+            self.release_input();
+        }
         if let Some(d) = self.driver.as_mut()
             && let Err(e) = d.idle()
         {

@@ -276,6 +276,11 @@ fn describe(a: &Action) -> String {
         }
         Action::Type { text } => format!("type {text:?}"),
         Action::Wait {} => "wait".into(),
+        Action::MouseDown { button } => format!("press {} (held)", json_word(button)),
+        Action::MouseUp { button } => format!("release {}", json_word(button)),
+        Action::HoldKey { keys, duration_ms } => {
+            format!("hold {} for {duration_ms} ms", keys.join("+"))
+        }
     }
 }
 

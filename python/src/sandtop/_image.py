@@ -87,3 +87,24 @@ def check_screenshot(shot: object, asked_size: Optional[tuple[int, int]]) -> tup
     ):
         raise bad("the screenshot is not the size asked for")
     return checked_png_b64(shot["data"], image[0], image[1]), m
+
+
+def check_region_shot(shot: object, region: dict[str, int], within: tuple[int, int]) -> tuple[str, dict[str, Any]]:
+    """A daemon ``Screenshot`` of a screen ``region`` fitted (``contain``)
+    into ``within``: the ScaleMap must name that region and an image that
+    fits ``within`` touching one side. Returns the base64 PNG and the map."""
+    if not isinstance(shot, dict) or set(shot) != {"format", "width", "height", "data", "scale_map"}:
+        raise bad("the screenshot has the wrong shape")
+    if shot["format"] != "png":
+        raise bad("the screenshot is not the PNG asked for")
+    m = shot["scale_map"]
+    if not isinstance(m, dict) or set(m) != {"screen", "region", "image"}:
+        raise bad("the ScaleMap has the wrong shape")
+    screen, image = _size(m["screen"]), _size(m["image"])
+    if screen is None or image is None or m["region"] != region:
+        raise bad("the zoom is not of the region asked for")
+    if image != (shot["width"], shot["height"]):
+        raise bad("the screenshot's size and its ScaleMap disagree")
+    if not (image[0] <= within[0] and image[1] <= within[1] and (image[0] == within[0] or image[1] == within[1])):
+        raise bad("the zoom is not the size asked for")
+    return checked_png_b64(shot["data"], image[0], image[1]), m

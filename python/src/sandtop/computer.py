@@ -162,8 +162,17 @@ class Computer:
         return opts
 
     def _act(self, action: object, kind: str, cancelled: Cancel) -> None:
+        self._batch([(action, kind)], cancelled)
+
+    def _batch(self, items: list[tuple[object, str]], cancelled: Cancel) -> None:
+        """Runs ``(action, kind)`` pairs as one batch, in order, without a
+        final screenshot (each checked by ``action_body`` first)."""
+        self._send([action_body(action, kind) for action, kind in items], cancelled)
+
+    def _send(self, actions: list[dict[str, Any]], cancelled: Cancel) -> None:
+        """Sends daemon actions already built and checked by the caller."""
         body: dict[str, Any] = {
-            "actions": [action_body(action, kind)],
+            "actions": actions,
             "screenshot": self._options(),
             "final_screenshot": False,
         }
@@ -173,8 +182,10 @@ class Computer:
         # Not held during the request: a concurrent call reaches the daemon,
         # which answers `busy` at once (one owner per desktop).
         reply = self._client.request("POST", "/v1/actions", body, cancelled=cancelled, timeout=self.timeout)
-        if reply.get("executed") != 1:
-            raise ChannelError("the daemon's reply is invalid: 1 action sent, the reply says otherwise", outcome_unknown=True)
+        if reply.get("executed") != len(actions):
+            raise ChannelError(
+                f"the daemon's reply is invalid: {len(actions)} action(s) sent, the reply says otherwise", outcome_unknown=True
+            )
         if reply.get("screenshot") is not None:
             raise ChannelError("the daemon's reply is invalid: a screenshot came back though none was asked for", outcome_unknown=True)
 
