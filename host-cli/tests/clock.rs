@@ -2,7 +2,9 @@
 //! 53): once the host sets the time (`POST /v1/clock`, what a replay does
 //! before each step), a program the window manager started reads it, its
 //! `date` and the date of a file it writes (`stat`, which reads it with
-//! `statx`, as GLib's file dialogs do); set back, they read the real time.
+//! `statx`, as GLib's file dialogs do), and a page's `Date` in the
+//! daemon's Firefox (whose content processes are sandboxed); set back,
+//! they read the real time.
 
 #![allow(clippy::unwrap_used)]
 
@@ -93,6 +95,30 @@ fn a_program_the_window_manager_started_reads_the_time_the_host_set() {
     assert!(
         (offset + 3 * 86_400 + 17 * 60 + 23).abs() <= 2,
         "offset {offset}"
+    );
+    // A page's `Date`, in the daemon's Firefox (the demo form's page), first:
+    // the terminal opened next stays in front of it.
+    let page_s = rt.block_on(async {
+        let mut ch = channel().await;
+        let go = sandtop_protocol::BrowserCall::Navigate {
+            tab_id: None,
+            url: "http://127.0.0.1:8080/".to_string(),
+        };
+        ch.browser_call(&go).await.unwrap();
+        let run = sandtop_protocol::BrowserCall::RunScript {
+            tab_id: None,
+            source: "String(Math.floor(Date.now() / 1000))".to_string(),
+            timeout_ms: 5000,
+        };
+        match ch.browser_call(&run).await.unwrap().outcome {
+            sandtop_protocol::BrowserOutcome::Text { text } => text.parse::<i64>().unwrap(),
+            other => panic!("{other:?}"),
+        }
+    });
+    let elapsed = now_s() - (recorded_s + 3 * 86_400 + 17 * 60 + 23);
+    assert!(
+        (recorded_s - 2..=recorded_s + elapsed + 2).contains(&page_s),
+        "the page read {page_s}, the host set {recorded_s} ({elapsed} s ago)"
     );
     // The terminal, started by the window manager (Super+T), writes what
     // it reads of the time.
