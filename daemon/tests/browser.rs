@@ -36,6 +36,8 @@ const FIREFOX: &str = "firefox-esr";
 mod diag;
 #[path = "browser/files.rs"]
 mod files;
+#[path = "browser/page_bound.rs"]
+mod page_bound;
 #[path = "browser/pointer.rs"]
 mod pointer;
 #[path = "browser/policy.rs"]

@@ -33,7 +33,8 @@ use sandtop_agent::model::scripted::ScriptedModel;
 use sandtop_agent::model::{Model, OpenAiModel, RetryPolicy};
 use sandtop_agent::progress::{EventsFormat, Progress};
 use sandtop_agent::runner::{
-    ContextBudget, Ending, Interrupt, OnActionError, Outcome, Resume, RunOptions, Runner,
+    Compaction, ContextBudget, Ending, Interrupt, OnActionError, Outcome, Resume, RunOptions,
+    Runner,
 };
 use sandtop_agent::sign_in::rules::Credentials;
 use sandtop_exercise::{self as exercise, ExerciseScript, Pace};
@@ -55,8 +56,8 @@ pub use args::{Given, Reconcile, RunArgs, ToolChoice};
 use ending::{exit_for, print_outcome};
 pub use ending::{exit_status, summary};
 pub use exercise_cmd::{ExerciseArgs, exercise, exercise_setup};
-use resume::is_function_call;
 pub use resume::resume_hint;
+use resume::{is_function_call, script_in_doubt};
 
 /// What `run` without an API key honours: the options the offline
 /// exercise uses (the rest, given, is refused by name).
@@ -372,8 +373,35 @@ pub fn run_options(a: &RunArgs) -> anyhow::Result<RunOptions> {
             max_images: a.context_images.max(1),
             max_bytes: a.context_bytes,
         },
+        compaction: a.compaction,
         on_action_error: a.on_action_error,
     })
+}
+
+/// `run_script` runs with the page's privileges, so only in a fresh,
+/// credential-less guest (seed; contract rule 41a): not with
+/// `--credentials`, nor in a reused one (`--session`, `--resume`). A
+/// sign-in during the run refuses later scripts in the loop.
+fn refuse_scripts_outside_a_fresh_guest(
+    a: &RunArgs,
+    toolset: Option<&Toolset>,
+) -> anyhow::Result<()> {
+    if !toolset.is_some_and(|t| t.members().contains(&"run_script")) {
+        return Ok(());
+    }
+    for (flag, given) in [
+        ("--credentials", a.credentials.is_some()),
+        ("--session", a.session.is_some()),
+        ("--resume", a.resume.is_some()),
+    ] {
+        if given {
+            bail!(
+                "browser member run_script runs scripts with the page's privileges, so only in a \
+                 fresh guest without sign-in: leave out {flag} (or run_script)"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `host-cli run`.
@@ -387,7 +415,8 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         // clap lets it pass beside a task (`--resume` conflicts with one).
         bail!("--reconcile answers the unknown outcome of a run you --resume; give --resume RUN");
     }
-    let (choice, _) = tool_choice(&a)?;
+    let (choice, toolset) = tool_choice(&a)?;
+    refuse_scripts_outside_a_fresh_guest(&a, toolset.as_ref())?;
     if let Some(p) = &a.credentials {
         if !matches!(choice, ToolChoice::Browser | ToolChoice::Both) {
             bail!(
@@ -497,6 +526,28 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             .and_then(|p| p.unsettled)
             .map(|u| (run.to_path_buf(), u))
     });
+    // A script whose outcome is unknown (its wait timed out; it may still
+    // be running in the page) leaves a guest nobody can trust: discarded,
+    // even with --keep (seed: discard the session if in doubt; contract
+    // rule 41a). A run with run_script always booted its guest.
+    let script = unsettled
+        .as_ref()
+        .is_some_and(|(run, (_, call))| script_in_doubt(run, call));
+    if script {
+        if let Some((_, (step, call))) = &unsettled {
+            eprintln!(
+                "host-cli: the outcome of script call {} (step {step}) is unknown (it may still be \
+                 running in the page): removing session {}, which no later run may trust",
+                term::safe_line(call),
+                term::safe_line(&rec.name)
+            );
+        }
+        if let Some(mut b) = booted {
+            b.keep = false;
+            b.remove().await;
+        }
+        return result;
+    }
     if let Some((run, (step, call))) = &unsettled {
         eprintln!(
             "{}",

@@ -6,7 +6,9 @@
 //!    is a fake daemon: the real `sandtopd` router and desktop task over
 //!    the fake driver, on the session's socket. `SANDTOP_FAKE_SLOW_MS`
 //!    slows every input primitive down; with `SANDTOP_FAKE_SILENT` set it
-//!    never answers an action batch or a screenshot (the rest answers). On SIGTERM it drains and closes
+//!    never answers an action batch or a screenshot (the rest answers);
+//!    with `SANDTOP_FAKE_BROWSER` it has a browser whose scripts never
+//!    finish (`cli/scripts.rs`). On SIGTERM it drains and closes
 //!    like the real one, then lingers `SANDTOP_FAKE_LINGER_MS` (where the
 //!    real one stops its display); it logs `fake: the desktop is busy`
 //!    when an input job starts. The local backend starts it, checks it,
@@ -36,6 +38,9 @@ use sandtop_testkit::mock_responses::{MockResponses, Reply, computer_call, drag}
 use serde_json::Value;
 
 const HOST_CLI: &str = env!("CARGO_BIN_EXE_host-cli");
+
+#[path = "cli/scripts.rs"]
+mod scripts;
 
 // ---------------------------------------------------------------------
 // The fake daemon
@@ -87,10 +92,14 @@ fn fake_daemon(args: &[String]) -> ExitCode {
         let display = Arc::new(sandtopd::supervise::DisplayHealth::default());
         display.mark_ok();
         let token = sandtop_client::Token::load_or_create(&token_file).unwrap();
-        let api = Arc::new(
-            ApiState::new(handle, token, display)
-                .with_x_display(sandtopd::supervise::DisplayName::new(FAKE_X_DISPLAY.into())),
-        );
+        let mut api = ApiState::new(handle, token, display)
+            .with_x_display(sandtopd::supervise::DisplayName::new(FAKE_X_DISPLAY.into()));
+        if std::env::var_os("SANDTOP_FAKE_BROWSER").is_some() {
+            api = api.with_browser(sandtopd::browser::BrowserService::with_backend(
+                scripts::fake_browser(),
+            ));
+        }
+        let api = Arc::new(api);
         while !api.desktop.status.connected.load(Ordering::Acquire) {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
@@ -182,6 +191,10 @@ fn main() -> ExitCode {
         (
             "act_and_screenshot_give_up_on_a_silent_daemon_at_their_deadline",
             act_and_screenshot_give_up_on_a_silent_daemon_at_their_deadline,
+        ),
+        (
+            "run_script_needs_a_fresh_guest_and_a_script_in_doubt_discards_it",
+            scripts::run_script_needs_a_fresh_guest_and_a_script_in_doubt_discards_it,
         ),
     ];
     let rest: Vec<&String> = args.iter().skip(1).collect();

@@ -219,6 +219,7 @@ async fn real_run(root: &Path, steps: usize) -> PathBuf {
         sign_in: false,
         initial_screenshot: true,
         context: ContextBudget::default(),
+        compaction: host_cli::agent::runner::Compaction::Off,
         on_action_error: OnActionError::Stop,
     };
     let mut op = Approver;

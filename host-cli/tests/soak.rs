@@ -160,6 +160,7 @@ async fn soak_steps_on_one_guest_keep_files_and_memory_flat() {
             max_images: 1,
             max_bytes: 256 * 1024,
         },
+        compaction: host_cli::agent::runner::Compaction::Off,
         on_action_error: OnActionError::Stop,
     };
     // Samples every second while the loop runs.

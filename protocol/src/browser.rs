@@ -23,7 +23,7 @@
 use serde::{Deserialize, Serialize};
 
 mod request;
-pub use request::{BrowserRequest, ExpectedTarget, MAX_POLICY_ORIGINS};
+pub use request::{BrowserRequest, ExpectedPage, ExpectedTarget, MAX_POLICY_ORIGINS};
 
 /// The members a toolset offers by default, in the seed's order.
 pub const DEFAULT_MEMBERS: [&str; 18] = [
@@ -308,6 +308,13 @@ pub enum BrowserCall {
         tab_id: Option<String>,
         target: String,
     },
+    /// Host only (issue 31 item 6): the page a call would act on now, read
+    /// right before the operator is asked about a call no ref binds: the
+    /// tab (the active one for `tab_id: null`), its document's registry
+    /// id and the keyboard focus ([`PageIdentity`]).
+    DescribePage {
+        tab_id: Option<String>,
+    },
 }
 
 impl BrowserCall {
@@ -345,6 +352,7 @@ impl BrowserCall {
             BrowserCall::TakeDownload {} => "take_download",
             BrowserCall::RemoveDownload { .. } => "remove_download",
             BrowserCall::DescribeTarget { .. } => "describe_target",
+            BrowserCall::DescribePage { .. } => "describe_page",
         }
     }
 
@@ -568,7 +576,8 @@ impl BrowserCall {
             | BrowserCall::SignInCheck { tab_id, .. }
             | BrowserCall::SignInFill { tab_id, .. }
             | BrowserCall::SetFile { tab_id, .. }
-            | BrowserCall::DescribeTarget { tab_id, .. } => tab_id.as_deref(),
+            | BrowserCall::DescribeTarget { tab_id, .. }
+            | BrowserCall::DescribePage { tab_id } => tab_id.as_deref(),
             BrowserCall::TakeDownload {} | BrowserCall::RemoveDownload { .. } => None,
             BrowserCall::NewTab { .. }
             | BrowserCall::SwitchTab { .. }
@@ -744,6 +753,18 @@ pub struct BrowserImage {
     pub height: u32,
 }
 
+/// The page a call would act on now (`describe_page`): the tab, the
+/// page agent's registry id of its document (new on every load), and the
+/// keyboard focus: the ref of the element holding it, `none` (nothing
+/// but the body) or `frame` (a frame the agent cannot look into).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageIdentity {
+    pub tab_id: String,
+    pub document: String,
+    pub focus: String,
+}
+
 /// What one member returned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -756,6 +777,8 @@ pub enum BrowserOutcome {
     },
     Read(BrowserRead),
     Image(BrowserImage),
+    /// The page a call would act on (`describe_page`).
+    Page(PageIdentity),
     /// A download taken from the browser's download folder.
     File {
         name: String,

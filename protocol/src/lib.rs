@@ -30,6 +30,7 @@ pub mod files;
 pub mod frame;
 pub mod keys;
 pub mod limits;
+pub mod redact;
 mod scale;
 pub mod session;
 pub mod sign_in;

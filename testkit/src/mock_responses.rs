@@ -488,6 +488,12 @@ struct Script {
     /// Keep only the newest this many requests (a soak would otherwise
     /// keep every screenshot it was sent).
     retain: Option<usize>,
+    /// The compaction items served, by id: their encrypted content (a
+    /// resent one must carry it unchanged).
+    compactions: HashMap<String, String>,
+    /// The model refuses `context_management` (400 naming it), as a model
+    /// without compaction does.
+    no_compaction: bool,
 }
 
 impl Script {
@@ -598,6 +604,12 @@ impl MockResponses {
         self.shared.lock().queue.extend(replies);
     }
 
+    /// From now on, refuse `context_management` as a model without
+    /// compaction does: 400, `param: "context_management"`.
+    pub fn refuse_compaction(&self) {
+        self.shared.lock().no_compaction = true;
+    }
+
     /// Replies not yet used.
     pub fn queued(&self) -> usize {
         self.shared.lock().queue.len()
@@ -683,10 +695,20 @@ impl Drop for MockResponses {
 // ---------------------------------------------------------------------
 
 fn api_error(status: StatusCode, kind: &str, code: Option<&str>, message: &str) -> Response {
+    api_error_param(status, kind, code, None, message)
+}
+
+fn api_error_param(
+    status: StatusCode,
+    kind: &str,
+    code: Option<&str>,
+    param: Option<&str>,
+    message: &str,
+) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
-        json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+        json!({"error": {"message": message, "type": kind, "param": param, "code": code}})
             .to_string(),
     )
         .into_response()
@@ -779,7 +801,20 @@ fn decide(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Answer {
             &msg,
         ));
     }
-    let refused = api_rules(&req, &script.stored);
+    let wants_compaction = req.get("context_management").is_some_and(|c| !c.is_null());
+    if script.no_compaction && wants_compaction {
+        rec.answer = "status 400 (no compaction for this model)".into();
+        script.record(rec);
+        return Answer::Now(api_error_param(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            Some("unsupported_parameter"),
+            Some("context_management"),
+            "Unsupported parameter: 'context_management' is not supported with this model.",
+        ));
+    }
+    let mut refused = api_rules(&req, &script.stored);
+    refused.extend(compaction_rules(&req, &script.compactions));
     if let Some((status, _)) = refused.first() {
         let status = *status;
         rec.problems = refused.into_iter().map(|(_, m)| m).collect();
@@ -806,8 +841,74 @@ fn decide(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Answer {
         ));
     };
     let answer = serve(reply, &req, &mut rec, &mut script.stored);
+    // The compaction items served, for `compaction_rules` later.
+    if let Some(out) = rec.response.as_ref().and_then(|r| r["output"].as_array()) {
+        for item in out.iter().filter(|i| i["type"] == "compaction") {
+            if let (Some(id), Some(content)) =
+                (item["id"].as_str(), item["encrypted_content"].as_str())
+            {
+                script
+                    .compactions
+                    .insert(id.to_string(), content.to_string());
+            }
+        }
+    }
     script.record(rec);
     answer
+}
+
+/// Compaction's rules beyond the schema: `context_management` entries
+/// are of type `compaction` (the only one the API supports), and a
+/// compaction item in the input carries the encrypted content the API
+/// produced for it, unchanged (items are resent as they came).
+pub fn compaction_rules(req: &Value, served: &HashMap<String, String>) -> Vec<(u16, String)> {
+    let mut refused = Vec::new();
+    if let Some(entries) = req.get("context_management").and_then(Value::as_array) {
+        for (i, e) in entries.iter().enumerate() {
+            if e["type"] != "compaction" {
+                refused.push((
+                    400,
+                    format!(
+                        "Invalid value for 'context_management[{i}].type': only 'compaction' is supported."
+                    ),
+                ));
+            }
+        }
+    }
+    let input = req.get("input").and_then(Value::as_array);
+    for (i, item) in input.into_iter().flatten().enumerate() {
+        if item["type"] != "compaction" {
+            continue;
+        }
+        let content = item["encrypted_content"].as_str();
+        let unchanged = match (item["id"].as_str(), content) {
+            (Some(id), Some(c)) => served.get(id).is_some_and(|k| k == c),
+            // `CompactionSummaryItemParam`: the id is optional.
+            (None, Some(c)) => served.values().any(|k| k == c),
+            _ => false,
+        };
+        match unchanged {
+            true => {}
+            false => refused.push((
+                400,
+                format!(
+                    "Invalid 'input[{i}]': the compaction item's encrypted_content is not the one the API produced."
+                ),
+            )),
+        }
+    }
+    refused
+}
+
+/// A compaction output item, as the API adds one to a response when it
+/// compacted the context (`CompactionBody`).
+pub fn compaction(id: &str) -> Value {
+    json!({
+        "type": "compaction",
+        "id": id,
+        "encrypted_content": base64::engine::general_purpose::STANDARD
+            .encode(format!("compacted context {id}").as_bytes()),
+    })
 }
 
 fn serve(
@@ -1490,6 +1591,20 @@ mod tests {
         ] {
             assert!(!errors(v, &output(broken.clone())).is_empty(), "{broken}");
         }
+    }
+
+    #[test]
+    fn compaction_rules_catch_altered_items() {
+        let served: HashMap<String, String> = [("cmp_1".to_string(), "c0ffee".to_string())].into();
+        let req = |items: Vec<Value>, cm: Value| json!({"input": items, "context_management": cm});
+        let good = json!({"type": "compaction", "id": "cmp_1", "encrypted_content": "c0ffee"});
+        let no_id = json!({"type": "compaction", "encrypted_content": "c0ffee"});
+        let ok = req(vec![good, no_id], json!([{"type": "compaction"}]));
+        assert_eq!(compaction_rules(&ok, &served), vec![]);
+        let altered = json!({"type": "compaction", "id": "cmp_1", "encrypted_content": "c0ffef"});
+        let unknown = json!({"type": "compaction", "id": "cmp_2", "encrypted_content": "c0ffee"});
+        let bad = req(vec![altered, unknown], json!([{"type": "truncation"}]));
+        assert_eq!(compaction_rules(&bad, &served).len(), 3);
     }
 
     #[test]

@@ -100,6 +100,14 @@ pub struct ActionRequest<'a> {
     pub action: Option<&'a Action>,
     pub index: usize,
     pub of: usize,
+    /// The screen the action is asked about with its target marked
+    /// (the model's screenshot for the first action, a capture taken just
+    /// before the question for a later one), when there is one.
+    pub marked: Option<&'a Path>,
+    /// Asked again because the screen changed around the target since an
+    /// approval: the marked screen that approval was given on (`marked`
+    /// is then the fresh capture).
+    pub changed_since: Option<&'a Path>,
 }
 
 /// What the operator is asked before a browser call: a state-changing
@@ -531,12 +539,26 @@ impl Operator for Approvals {
             None => format!("the final screenshot of {}", term::safe_line(req.call_id)),
         };
         let prompt = format!("Run {what}? [yes/no] ");
+        let mut text = String::new();
+        if let Some(p) = req.marked {
+            text.push_str(&format!(
+                "\nIts target is marked on {}\n",
+                term::safe_line(&p.display().to_string())
+            ));
+        }
+        if let Some(p) = req.changed_since {
+            text.push_str(&format!(
+                "ASKED AGAIN: the screen changed around this action since you confirmed it.\n  \
+                 Then: {}\n  Now:  the file above\n",
+                term::safe_line(&p.display().to_string())
+            ));
+        }
         let q = ask::Question {
             kind: QuestionKind::ConfirmAction,
             title: format!("Run {what}?"),
-            text: String::new(),
+            text,
             view_text: Some(what.clone()),
-            marked: None,
+            marked: file_name(req.marked),
             answers: &["approve", "deny"],
             prompt: &prompt,
         };

@@ -27,7 +27,12 @@ pub mod scripted;
 pub enum ModelError {
     /// The API refused the request (4xx other than 429): not retried.
     #[error("the model API refused the request ({status}): {message}")]
-    Refused { status: u16, message: String },
+    Refused {
+        status: u16,
+        message: String,
+        /// The request parameter the API named (`error.param`).
+        param: Option<String>,
+    },
     /// Retries were exhausted.
     #[error("the model API failed after {attempts} attempts: {last}")]
     Exhausted { attempts: u32, last: String },
@@ -188,6 +193,7 @@ impl OpenAiModel {
             return Attempt::Done(Err(ModelError::Refused {
                 status: status.as_u16(),
                 message: self.key.redact(&api_message(&text)),
+                param: api_param(&text),
             }));
         }
         if self.stream {
@@ -270,6 +276,25 @@ fn api_message(body: &str) -> String {
                 .map(str::to_string)
         })
         .unwrap_or_else(|| body.chars().take(300).collect())
+}
+
+/// The `error.param` of an API error body, when it names one.
+fn api_param(body: &str) -> Option<String> {
+    serde_json::from_str::<Value>(body)
+        .ok()?
+        .get("error")?
+        .get("param")?
+        .as_str()
+        .map(|p| p.chars().take(64).collect())
+}
+
+impl ModelError {
+    /// The API refused `context_management` (the model does not support
+    /// compaction): a 400 naming it.
+    pub fn refuses_compaction(&self) -> bool {
+        matches!(self, ModelError::Refused { status: 400, param: Some(p), .. }
+            if p.starts_with("context_management"))
+    }
 }
 
 impl Model for OpenAiModel {

@@ -74,6 +74,7 @@ macro_rules! next_or_end {
 mod approvals;
 mod browser_calls;
 mod computer_calls;
+mod confirmations;
 mod control;
 mod file_calls;
 mod sign_in_calls;
@@ -129,8 +130,26 @@ pub struct RunOptions {
     /// model's first action is usually a `screenshot`.
     pub initial_screenshot: bool,
     pub context: ContextBudget,
+    /// Responses compaction (`--compaction`): with `auto` the requests ask
+    /// the API to compact the context (`context_management`) and the
+    /// local context budget is not applied (the seed: choose one, never
+    /// both); a model that refuses it gets the local budget instead.
+    pub compaction: Compaction,
     /// What a failed action does to the run.
     pub on_action_error: OnActionError,
+}
+
+/// Responses compaction (`--compaction`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Compaction {
+    /// Ask for `context_management` compaction; when the model refuses it
+    /// (a 400 naming `context_management`), the same request goes again
+    /// without it and the run keeps the local context budget.
+    Auto,
+    /// Never ask for it: the local context budget alone.
+    #[default]
+    Off,
 }
 
 /// What a failed action does to the run (`--on-action-error`).
@@ -218,6 +237,13 @@ pub struct Runner<'a> {
     /// The last structured read the model got (its refs' labels and roles
     /// go into approval prompts).
     last_read: Option<Value>,
+    /// Sign-in values were sent to a page in this run: `run_script` is
+    /// refused from then on (seed: scripts run in a credential-less
+    /// session; contract rule 41a).
+    signed_in: bool,
+    /// Compaction is asked for (`--compaction auto`, until the model
+    /// refused it).
+    compacting: bool,
     /// The run's control socket (`host-cli view`), when served.
     control: Option<sandtop_control::served::Served>,
 }
@@ -555,6 +581,8 @@ impl<'a> Runner<'a> {
             diagnostics: Box::new(FileDiagnostics::in_run(recorder.dir())),
             last_timings: None,
             last_read: None,
+            signed_in: false,
+            compacting: false,
             control: None,
             recorder,
         }

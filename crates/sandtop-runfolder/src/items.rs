@@ -70,6 +70,9 @@ pub enum OutputItem {
         name: String,
         arguments: String,
     },
+    /// A compaction item (Responses `context_management`), its required
+    /// fields checked: kept for resending, unchanged.
+    Compaction,
     /// Anything else (reasoning, ...): kept for resending only.
     Other,
 }
@@ -167,8 +170,39 @@ fn parse_item(v: &Value) -> Result<OutputItem, Malformed> {
                 .unwrap_or("{}")
                 .to_string(),
         },
+        "compaction" => {
+            // Responses compaction (`context_management`): the required
+            // fields of `CompactionBody` are checked; the item is resent
+            // as it came, its encrypted content unchanged.
+            for name in ["id", "encrypted_content"] {
+                if str_field(name)?.is_empty() {
+                    return Err(Malformed(format!(
+                        "a compaction item with an empty `{name}`"
+                    )));
+                }
+            }
+            OutputItem::Compaction
+        }
         _ => OutputItem::Other,
     })
+}
+
+/// The input a conversation resends once the API compacted it
+/// (`context_management`): the user's messages before the newest
+/// `compaction` item, that item, and everything after it — the shape of
+/// the API's own compacted list (`CompactResource.output`: the user
+/// messages, then one compaction item). Items are resent as they are (the
+/// encrypted content unchanged); without a compaction item, all of them.
+pub fn compacted_window(items: &[Value]) -> Vec<Value> {
+    let Some(k) = items.iter().rposition(|i| i["type"] == "compaction") else {
+        return items.to_vec();
+    };
+    items[..k]
+        .iter()
+        .filter(|i| i["role"] == "user" && (i.get("type").is_none() || i["type"] == "message"))
+        .chain(&items[k..])
+        .cloned()
+        .collect()
 }
 
 /// Reads a `Response` object.
@@ -346,5 +380,35 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn compaction_items_are_checked_and_the_window_starts_at_the_newest() {
+        let ok = json!({"id": "r", "output": [
+            {"type": "compaction", "id": "cmp_1", "encrypted_content": "abc", "created_by": "x"}
+        ]});
+        assert_eq!(
+            parse_response(&ok).unwrap().items,
+            vec![OutputItem::Compaction]
+        );
+        for bad in [
+            json!({"type": "compaction", "id": "cmp_1"}),
+            json!({"type": "compaction", "encrypted_content": "abc"}),
+            json!({"type": "compaction", "id": "cmp_1", "encrypted_content": ""}),
+            json!({"type": "compaction", "id": 1, "encrypted_content": "abc"}),
+        ] {
+            let v = json!({"id": "r", "output": [bad]});
+            assert!(parse_response(&v).is_err(), "{v}");
+        }
+        let task = user_message("the task", None);
+        let call =
+            json!({"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"});
+        let out = function_call_output("c1", "x");
+        let cmp = json!({"type": "compaction", "id": "cmp_1", "encrypted_content": "abc"});
+        let later = json!({"type": "message", "role": "assistant", "content": []});
+        let items = vec![task.clone(), call.clone(), out, cmp.clone(), later.clone()];
+        assert_eq!(compacted_window(&items), vec![task.clone(), cmp, later]);
+        let plain = vec![task, call];
+        assert_eq!(compacted_window(&plain), plain);
     }
 }

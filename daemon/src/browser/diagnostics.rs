@@ -179,20 +179,8 @@ fn console_text(text: &str) -> String {
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect::<String>();
-    let words: Vec<String> = one_line
-        .split_whitespace()
-        .scan(false, |redact_next, w| {
-            let scheme = matches!(w.to_ascii_lowercase().as_str(), "bearer" | "basic");
-            let out = if *redact_next && !scheme {
-                *redact_next = false;
-                "[redacted]".to_string()
-            } else {
-                redact_word(w, redact_next)
-            };
-            Some(out)
-        })
-        .collect();
-    let mut s = words.join(" ");
+    // The redaction rules are shared with the host's tab titles.
+    let mut s = sandtop_protocol::redact::secrets(&one_line);
     if s.len() > MAX_TEXT_BYTES {
         let mut end = MAX_TEXT_BYTES;
         while !s.is_char_boundary(end) {
@@ -202,52 +190,6 @@ fn console_text(text: &str) -> String {
         s.push('…');
     }
     s
-}
-
-/// Words that name a secret, alone (`Bearer`, `password:`) or with their
-/// value (`token=abc`).
-const SECRET_KEYS: [&str; 10] = [
-    "password",
-    "passwd",
-    "pwd",
-    "secret",
-    "token",
-    "apikey",
-    "api_key",
-    "authorization",
-    "cookie",
-    "session",
-];
-
-fn redact_word(w: &str, redact_next: &mut bool) -> String {
-    let lower = w.to_ascii_lowercase();
-    if lower == "bearer" || lower == "basic" {
-        *redact_next = true;
-        return w.to_string();
-    }
-    for sep in ['=', ':'] {
-        if let Some((k, v)) = w.split_once(sep) {
-            let key = k.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '_');
-            if SECRET_KEYS
-                .iter()
-                .any(|s| key.to_ascii_lowercase().contains(s))
-            {
-                if v.is_empty() {
-                    *redact_next = true;
-                    return w.to_string();
-                }
-                return format!("{k}{sep}[redacted]");
-            }
-        }
-    }
-    // A JWT, or a long run of token characters: a secret more often than not.
-    let tokenish = w.len() >= 32
-        && w.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.+/=".contains(c));
-    if (lower.starts_with("eyj") && w.matches('.').count() == 2) || tokenish {
-        return "[redacted]".into();
-    }
-    w.to_string()
 }
 
 #[cfg(test)]

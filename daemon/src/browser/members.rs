@@ -554,6 +554,22 @@ pub async fn run(
             element_error(&v)?;
             Ok(BrowserOutcome::Read(read_report(v)?))
         }
+        BrowserCall::DescribePage { tab_id } => {
+            let ctx = target_tab(bidi, tab_id.as_deref()).await?;
+            let v = agent(bidi, &ctx, json!({"op": "page"})).await?;
+            let (Some(document), Some(focus)) = (v["document"].as_str(), v["focus"].as_str())
+            else {
+                return Err(ErrorBody::new(
+                    ErrorCode::BrowserFailed,
+                    "the page agent sent a malformed report",
+                ));
+            };
+            Ok(BrowserOutcome::Page(wire::PageIdentity {
+                tab_id: ctx,
+                document: document.to_string(),
+                focus: focus.to_string(),
+            }))
+        }
         BrowserCall::ClickAt { .. }
         | BrowserCall::DragPath { .. }
         | BrowserCall::HoverAt { .. }

@@ -282,6 +282,7 @@ impl BrowserService {
         let policy = policy::Policy {
             origins: request.url_policy.as_deref(),
             expect: request.expect.as_ref(),
+            page: request.expect_page.as_ref(),
         };
         let started = Instant::now();
         let mut guard = self.ready().await?;
@@ -292,13 +293,18 @@ impl BrowserService {
         {
             release_all(&browser.bidi).await;
         }
-        let outcome = match call {
-            BrowserCall::SetFile { .. }
-            | BrowserCall::TakeDownload {}
-            | BrowserCall::RemoveDownload { .. } => {
-                files::run(&browser.bidi, &browser.profile.0, call, policy).await
-            }
-            _ => members::run(&browser.bidi, call, policy).await,
+        // The tab the call was approved on (issue 31 item 6): a `tab_id:
+        // null` call acts only while that tab is still the active one.
+        let outcome = match policy.check_tab(&browser.bidi, call.tab_id()).await {
+            Err(e) => Err(e),
+            Ok(()) => match call {
+                BrowserCall::SetFile { .. }
+                | BrowserCall::TakeDownload {}
+                | BrowserCall::RemoveDownload { .. } => {
+                    files::run(&browser.bidi, &browser.profile.0, call, policy).await
+                }
+                _ => members::run(&browser.bidi, call, policy).await,
+            },
         };
         let outcome = match outcome {
             Err(e) if e.code == ErrorCode::BrowserUnavailable => {

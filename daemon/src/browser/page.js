@@ -504,9 +504,30 @@
     }
     return null;
   }
-  // The "policy" op: the top document, and the documents of the target
-  // (which must hold the focus), of the focus, or under the points.
+  // The focus as the "page" op reports it: the ref of the element holding
+  // it, "none" (nothing but the body), "frame" (a frame the agent cannot
+  // look into) or "limit" (no ref left: never matches).
+  function focusId() {
+    const f = focused();
+    if (!f) return "frame";
+    if (!f.el || f.el === f.doc.body || f.el === f.doc.documentElement) return "none";
+    return refFor(f.el, new Set()) || "limit";
+  }
+  // request.page (issue 31 item 6): null, or the document (this registry's
+  // id: a new load has another) and focus the call was approved on.
+  const page = request.page && typeof request.page === "object" ? request.page : null;
+  function pageError() {
+    if (!page) return null;
+    if (typeof page.document === "string" && page.document !== reg.doc) return { error: "stale_target", why: "another document" };
+    if (typeof page.focus === "string" && (page.focus === "limit" || focusId() !== page.focus)) return { error: "stale_target", why: "the focus moved" };
+    return null;
+  }
+  // The "policy" op: the approved page, the top document, and the
+  // documents of the target (which must hold the focus), of the focus, or
+  // under the points.
   function policyCheck() {
+    const moved = pageError();
+    if (moved) return moved;
     const top = policyError(doc);
     if (top) return top;
     if (typeof request.ref === "string") {
@@ -715,6 +736,7 @@
     case "scoped": out = scopedRead(request.root, request.depth, request.mode); break;
     case "policy": out = policyCheck(); break;
     case "describe": out = describeRef(request.ref); break;
+    case "page": out = { document: reg.doc, focus: focusId() }; break;
     case "tab": {
       const [title, c] = cut((doc.title || "").toWellFormed ? (doc.title || "").toWellFormed() : "", L.title);
       out = { title: title.replace(/[\u0000-\u001f\u007f]/g, " "), title_truncated: c,

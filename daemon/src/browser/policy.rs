@@ -28,7 +28,7 @@
 //! milliseconds between the agent's answer and the browser dispatching the
 //! input. Nothing here quotes the page.
 
-use sandtop_protocol::browser::ExpectedTarget;
+use sandtop_protocol::browser::{ExpectedPage, ExpectedTarget};
 use sandtop_protocol::{ErrorBody, ErrorCode};
 use serde_json::{Value, json};
 
@@ -37,13 +37,18 @@ use super::bidi::Bidi;
 use super::context::agent;
 
 /// The host's requirements of one call: its origins, or none (no policy:
-/// every check passes without asking the page), and the target's role and
+/// every check passes without asking the page), the target's role and
 /// label as the operator approved them (issue 30 item 4), which the agent
-/// compares where it resolves the target (`expect`).
+/// compares where it resolves the target (`expect`), and the page the
+/// call was approved on (issue 31 item 6: `page`): the tab, compared
+/// before the member runs ([`Policy::check_tab`]), the document and the
+/// focus, compared by the agent in every [`Policy::check`] evaluation
+/// (for points, the focus, the top document), right before the input.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Policy<'a> {
     pub origins: Option<&'a [String]>,
     pub expect: Option<&'a ExpectedTarget>,
+    pub page: Option<&'a ExpectedPage>,
 }
 
 impl Policy<'_> {
@@ -51,7 +56,32 @@ impl Policy<'_> {
     pub const NONE: Policy<'static> = Policy {
         origins: None,
         expect: None,
+        page: None,
     };
+
+    /// The document and focus the agent compares, when the host sent any.
+    fn page_value(&self) -> Option<Value> {
+        let p = self.page?;
+        (p.document.is_some() || p.focus.is_some())
+            .then(|| json!({"document": p.document, "focus": p.focus}))
+    }
+
+    /// The call acts on the tab it was approved on: the named tab is that
+    /// one, or (`tab_id` null) the active tab still is (else
+    /// `stale_target`, nothing done).
+    pub async fn check_tab(&self, bidi: &Bidi, tab_id: Option<&str>) -> Result<(), ErrorBody> {
+        let Some(p) = self.page else {
+            return Ok(());
+        };
+        let now = super::context::target_tab(bidi, tab_id).await?;
+        if now != p.tab_id {
+            return Err(ErrorBody::new(
+                ErrorCode::StaleTarget,
+                "the tab the call was approved on is no longer the one it would act on; nothing was done",
+            ));
+        }
+        Ok(())
+    }
 
     /// The value the page agent takes as `policy`.
     pub fn value(&self) -> Value {
@@ -74,10 +104,11 @@ impl Policy<'_> {
     /// Asks the page agent of `ctx` whether acting is allowed now, on
     /// `scope`.
     pub async fn check(&self, bidi: &Bidi, ctx: &str, scope: Scope<'_>) -> Result<(), ErrorBody> {
-        if !self.active() {
+        let page = self.page_value();
+        if !self.active() && page.is_none() {
             return Ok(());
         }
-        let mut request = json!({"op": "policy", "policy": self.value()});
+        let mut request = json!({"op": "policy", "policy": self.value(), "page": page});
         match scope {
             Scope::Top => {}
             Scope::Focus => request["focus"] = json!(true),
@@ -88,9 +119,14 @@ impl Policy<'_> {
         element_error(&v)
     }
 
-    /// [`Policy::check`] after a navigation: the document it ended on.
+    /// [`Policy::check`] after a navigation: the document it ended on (a
+    /// new one by design: the approved page's document is not compared).
     pub async fn check_landed(&self, bidi: &Bidi, ctx: &str) -> Result<(), ErrorBody> {
-        self.check(bidi, ctx, Scope::Top).await.map_err(|e| {
+        let origins_only = Policy {
+            page: None,
+            ..*self
+        };
+        origins_only.check(bidi, ctx, Scope::Top).await.map_err(|e| {
             if e.code == ErrorCode::OutOfPolicy {
                 ErrorBody::new(
                     ErrorCode::OutOfPolicy,

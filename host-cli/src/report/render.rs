@@ -206,7 +206,7 @@ pub fn step(run: &Run, s: &Step, next_start: Option<u64>) -> String {
                     pre(&short(arguments, MAX_ARGS))
                 );
             }
-            OutputItem::Other => {}
+            OutputItem::Compaction | OutputItem::Other => {}
         }
     }
     out.push_str(&events(run, &s.events));

@@ -119,6 +119,14 @@ pub struct RunArgs {
     /// Most input bytes per request (without --store), 64 KiB to 256 MiB.
     #[arg(long, default_value_t = 16 * 1024 * 1024, value_parser = clap::value_parser!(u32).range(64 * 1024..=256 * 1024 * 1024).map(|v| v as usize))]
     pub context_bytes: usize,
+    /// Responses compaction: `auto` asks the API to compact the context
+    /// (`context_management`) and, as the seed says, then leaves the
+    /// local context budget (--context-images, --context-bytes) off: the
+    /// history goes out whole until the API compacts it; a model that
+    /// refuses compaction gets the local budget. `off`: the local budget
+    /// alone.
+    #[arg(long, value_enum, default_value_t = Compaction::Auto)]
+    pub compaction: Compaction,
     /// Do not offer the model the ask_user tool (the official SDK's runner
     /// has none).
     #[arg(long)]

@@ -107,6 +107,8 @@ pub fn exercise_setup(
         sign_in: browser && !form_only,
         initial_screenshot: true,
         context: ContextBudget::default(),
+        // The scripted model is not the API: nothing to compact.
+        compaction: Compaction::Off,
         // The script's actions must all work: a failure fails the exercise.
         on_action_error: OnActionError::Stop,
     };

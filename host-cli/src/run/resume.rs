@@ -11,6 +11,17 @@ pub(super) fn is_function_call(conversation: &[serde_json::Value], call_id: &str
         .any(|i| i["type"] == "function_call" && i["call_id"] == call_id)
 }
 
+/// Whether the unsettled `call_id` of the run in `run` is a `run_script`
+/// call (its ledger names the member): a script whose outcome is unknown.
+pub(crate) fn script_in_doubt(run: &std::path::Path, call_id: &str) -> bool {
+    record::read_trajectory(run).is_ok_and(|entries| {
+        entries.iter().any(|e| {
+            matches!(e, Entry::Ledger { call_id: c, detail, .. }
+                if c == call_id && detail["browser_member"] == "run_script")
+        })
+    })
+}
+
 /// What the operator is told when a run ends with an action of unknown
 /// outcome: the guest stays, and how to resume.
 pub fn resume_hint(

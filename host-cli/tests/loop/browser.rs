@@ -53,6 +53,14 @@ struct FakePages {
     labels: std::collections::BTreeMap<&'static str, String>,
     /// A relabelling the page does right after it has been read.
     relabel_after_read: Option<(&'static str, String)>,
+    /// An invalid answer the fake gives once, for a member (after it
+    /// carried the call out): the seed's invalid result.
+    bad_outcome: Option<(&'static str, BrowserOutcome)>,
+    /// The element holding the keyboard focus, as `describe_page` names
+    /// it (empty: "none").
+    focus: String,
+    /// The page each call arrived bound to (`expect_page`), by member.
+    pages: Vec<(String, Option<sandtop_protocol::browser::ExpectedPage>)>,
 }
 
 /// A browser whose one page is a contact form: Name, Email (textboxes),
@@ -256,6 +264,46 @@ impl FakePages {
         }
     }
 
+    /// The identity of a tab's current document (a load).
+    fn document(&self, tab: usize) -> String {
+        format!("{}-g{}", self.tabs[tab].id, self.tabs[tab].generation)
+    }
+
+    fn focus_id(&self) -> String {
+        if self.focus.is_empty() {
+            "none".into()
+        } else {
+            self.focus.clone()
+        }
+    }
+
+    /// As the driver checks `expect_page` (issue 31 item 6): the tab the
+    /// call acts on is the approved one, and so are its document and the
+    /// focus when given.
+    fn check_page(
+        &mut self,
+        call: &BrowserCall,
+        page: Option<&sandtop_protocol::browser::ExpectedPage>,
+    ) -> Result<(), ErrorBody> {
+        let Some(page) = page else { return Ok(()) };
+        let tab = self.tab(call.tab_id())?;
+        let stale = || err(ErrorCode::StaleTarget, "the approved page changed");
+        if self.tabs[tab].id != page.tab_id {
+            return Err(stale());
+        }
+        if page
+            .document
+            .as_ref()
+            .is_some_and(|d| *d != self.document(tab))
+        {
+            return Err(stale());
+        }
+        if page.focus.as_ref().is_some_and(|f| *f != self.focus_id()) {
+            return Err(stale());
+        }
+        Ok(())
+    }
+
     fn run(&mut self, call: &BrowserCall) -> Result<BrowserOutcome, ErrorBody> {
         let tab = self.tab(call.tab_id())?;
         Ok(match call {
@@ -305,6 +353,35 @@ impl FakePages {
                 let field = self.field(tab, target)?;
                 self.effects.push(format!("set_checked {field} {checked}"));
                 BrowserOutcome::Done
+            }
+            BrowserCall::DescribePage { .. } => {
+                BrowserOutcome::Page(sandtop_protocol::browser::PageIdentity {
+                    tab_id: self.tabs[tab].id.clone(),
+                    document: self.document(tab),
+                    focus: self.focus_id(),
+                })
+            }
+            BrowserCall::HoldKeys { keys, .. } => {
+                self.effects.push(format!(
+                    "hold_keys {} at {}",
+                    keys.join("+"),
+                    self.focus_id()
+                ));
+                BrowserOutcome::Done
+            }
+            BrowserCall::HoverAt { x, y, .. } => {
+                self.effects.push(format!("hover_at {x},{y}"));
+                BrowserOutcome::Done
+            }
+            BrowserCall::Scroll { .. } => {
+                self.effects.push(format!("scroll {}", self.tabs[tab].id));
+                BrowserOutcome::Done
+            }
+            BrowserCall::RunScript { source, .. } => {
+                self.effects.push(format!("run_script {source}"));
+                BrowserOutcome::Text {
+                    text: "script result".into(),
+                }
             }
             BrowserCall::ClickAt { x, y, .. } => {
                 self.effects.push(format!("click_at {x},{y}"));
@@ -421,6 +498,8 @@ impl Backend for FakeBrowser {
             p.calls.push(call.member().to_string());
             p.policies
                 .push((call.member().to_string(), request.url_policy.clone()));
+            p.pages
+                .push((call.member().to_string(), request.expect_page.clone()));
             let inside = |p: &FakePages| {
                 let tab = call
                     .tab_id()
@@ -445,11 +524,14 @@ impl Backend for FakeBrowser {
                     | BrowserCall::Find { .. }
                     | BrowserCall::Screenshot { .. }
                     | BrowserCall::DescribeTarget { .. }
+                    | BrowserCall::DescribePage { .. }
                     | BrowserCall::RemoveDownload { .. }
             );
             if acts && !inside(&p) {
                 return Err(err(ErrorCode::OutOfPolicy, "outside the url policy"));
             }
+            // The page as approved (issue 31 item 6).
+            p.check_page(call, request.expect_page.as_ref())?;
             // The target as approved, as the driver checks it (item 4).
             if let (Some(expect), Some(target)) = (&request.expect, call_target(call)) {
                 let tab = p.tab(call.tab_id())?;
@@ -459,7 +541,13 @@ impl Backend for FakeBrowser {
                     return Err(err(ErrorCode::StaleTarget, "the target changed"));
                 }
             }
-            let outcome = p.run(call)?;
+            let mut outcome = p.run(call)?;
+            if p.bad_outcome
+                .as_ref()
+                .is_some_and(|(m, _)| *m == call.member())
+            {
+                outcome = p.bad_outcome.take().unwrap().1;
+            }
             if matches!(call, BrowserCall::Navigate { .. }) && !inside(&p) {
                 return Err(err(ErrorCode::OutOfPolicy, "the navigation ended outside"));
             }
@@ -1236,6 +1324,8 @@ async fn b11_opt_in_members_are_offered_only_when_added_and_confirmed_like_any_a
 }
 
 mod files;
+mod page_bound;
 mod policy;
 mod relabel;
+mod results;
 mod sign_in;

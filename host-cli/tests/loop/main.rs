@@ -69,6 +69,8 @@ use sandtopd::supervise::DisplayHealth;
 use serde_json::{Value, json};
 
 mod browser;
+mod compaction;
+mod confirm_screen;
 mod control;
 mod functions;
 mod screen;
@@ -302,6 +304,10 @@ enum Asked {
         index: usize,
         of: usize,
         action: Option<Action>,
+        /// The marked screen it was asked on, and, asked again, the one
+        /// of the earlier answer.
+        marked: Option<PathBuf>,
+        changed_since: Option<PathBuf>,
         at: Snap,
     },
     Question {
@@ -321,6 +327,8 @@ struct ScriptedOp {
     /// Where the fake's window is put while each safety-check question is
     /// open (`None`: left where it is).
     windows: VecDeque<Option<(Rect, [u8; 3])>>,
+    /// The same while each action confirmation is open.
+    confirm_windows: VecDeque<Option<(Rect, [u8; 3])>>,
     asked: Vec<Asked>,
 }
 
@@ -333,6 +341,7 @@ impl ScriptedOp {
             answers: VecDeque::new(),
             guidance: VecDeque::new(),
             windows: VecDeque::new(),
+            confirm_windows: VecDeque::new(),
             asked: Vec::new(),
         }
     }
@@ -379,6 +388,7 @@ impl ScriptedOp {
                     of,
                     action,
                     at,
+                    ..
                 } if call_id == for_call => Some((*index, *of, action.clone(), *at)),
                 _ => None,
             })
@@ -414,8 +424,13 @@ impl Operator for ScriptedOp {
             index: req.index,
             of: req.of,
             action: req.action.cloned(),
+            marked: req.marked.map(Path::to_path_buf),
+            changed_since: req.changed_since.map(Path::to_path_buf),
             at: self.probe.snap(),
         });
+        if let Some(Some(w)) = self.confirm_windows.pop_front() {
+            self.probe.knobs(|s| s.window = Some(w));
+        }
         self.confirms
             .pop_front()
             .unwrap_or_else(|| deny("the scripted operator has no answer left"))
@@ -568,6 +583,7 @@ impl Rig {
             sign_in: false,
             initial_screenshot: true,
             context: ContextBudget::default(),
+            compaction: host_cli::agent::runner::Compaction::Off,
             on_action_error: OnActionError::Stop,
         }
     }
@@ -1407,6 +1423,10 @@ async fn confirm_actions_asks_each_action_then_the_final_screenshot_in_order() {
     let asked = op.confirmations("call_1");
     assert_eq!(asked.len(), 4);
     let inputs_before = [0, 3, 5];
+    // Each action is asked about on the screen it will meet: the model's
+    // screenshot, then a capture before each later question, and one
+    // fresh capture after each approval (docs/contract.md rule 12).
+    let captures_before = [1, 3, 5];
     for (k, (index, of, action, at)) in asked.iter().enumerate() {
         assert_eq!((*index, *of), (k, 3));
         if k < 3 {
@@ -1420,7 +1440,7 @@ async fn confirm_actions_asks_each_action_then_the_final_screenshot_in_order() {
                 *at,
                 Snap {
                     input: inputs_before[k],
-                    captures: 1,
+                    captures: captures_before[k],
                     actions: k
                 }
             );
@@ -1431,7 +1451,7 @@ async fn confirm_actions_asks_each_action_then_the_final_screenshot_in_order() {
                 *at,
                 Snap {
                     input: 9,
-                    captures: 1,
+                    captures: 6,
                     actions: 3
                 }
             );
@@ -1445,7 +1465,7 @@ async fn confirm_actions_asks_each_action_then_the_final_screenshot_in_order() {
     }
     assert_eq!(acts[3]["actions"], json!([]));
     assert!(acts[3].get("final_screenshot").is_none_or(|f| f == true));
-    assert_eq!(rig.probe().captures(), 2);
+    assert_eq!(rig.probe().captures(), 7);
     assert_eq!(run.ledger("call_1"), ["pending", "done"]);
     rig.assert_mock_clean();
 }
@@ -1474,7 +1494,9 @@ async fn confirm_actions_a_refusal_stops_the_batch_at_that_action() {
     assert_eq!(op.confirmations("call_1").len(), 2);
     assert_eq!(rig.probe().input_events(), clicked(10, 20));
     assert_eq!(rig.probe().act_bodies().len(), 1);
-    assert_eq!(rig.probe().captures(), 1);
+    // The first screenshot, the re-check after the first approval, the
+    // screen the second action was asked about.
+    assert_eq!(rig.probe().captures(), 3);
     assert_eq!(rig.mock.requests().len(), 1);
     assert_eq!(run.ledger("call_1"), ["pending", "failed"]);
     let failed = run.of_kind("ledger").last().unwrap().clone();
@@ -1502,8 +1524,8 @@ async fn confirm_actions_refusing_the_final_screenshot_captures_nothing() {
     assert_eq!(rig.probe().input_events(), clicked(10, 20));
     assert_eq!(
         rig.probe().captures(),
-        1,
-        "a screenshot was taken after all"
+        2,
+        "the first screenshot and the re-check only: no final screenshot"
     );
     assert_eq!(rig.probe().act_bodies().len(), 1);
     assert_eq!(rig.mock.requests().len(), 1);

@@ -17,13 +17,20 @@
 //!   still has both, checked in the evaluation that resolves it (else
 //!   `stale_target`, nothing done): a page that relabels a button while
 //!   the operator reads the question gets nothing.
+//! - `expect_page` (issue 31 item 6): the page the operator approved the
+//!   call on, for calls a ref does not bind: the tab (a `tab_id: null`
+//!   call acts only while that tab is still the active one), its document
+//!   (the page agent's registry id, new on every load: points and keys
+//!   act only on the same load) and the keyboard focus (`hold_keys`: the
+//!   element that held it). Any of them changed: `stale_target`, nothing
+//!   done.
 //!
 //! The call's own fields stay at the top level (the call is flattened),
 //! so a body without the host's fields is exactly a [`BrowserCall`].
 
 use serde::{Deserialize, Serialize};
 
-use super::{BrowserCall, MAX_LABEL_BYTES, MAX_URL_BYTES, ReadRole};
+use super::{BrowserCall, MAX_LABEL_BYTES, MAX_REF_BYTES, MAX_URL_BYTES, ReadRole};
 
 /// The most origins a request's URL policy lists.
 pub const MAX_POLICY_ORIGINS: usize = 64;
@@ -39,6 +46,22 @@ pub struct BrowserRequest {
     /// The target's role and label as approved, for a call with a target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<ExpectedTarget>,
+    /// The page (tab, document, focus) as approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_page: Option<ExpectedPage>,
+}
+
+/// The page a call was approved on (a `describe_page` read), as far as
+/// the call needs it: the tab always; the document and the focus when
+/// given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectedPage {
+    pub tab_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub focus: Option<String>,
 }
 
 /// A target as the operator was shown it: what a read reported of it.
@@ -56,6 +79,7 @@ impl BrowserRequest {
             call,
             url_policy: None,
             expect: None,
+            expect_page: None,
         }
     }
 
@@ -69,6 +93,19 @@ impl BrowserRequest {
             && (e.label.is_empty() || e.label.len() > MAX_LABEL_BYTES)
         {
             return Err(format!("`expect.label`: 1 to {MAX_LABEL_BYTES} bytes"));
+        }
+        if let Some(p) = &self.expect_page {
+            for (name, v) in [
+                ("tab_id", Some(&p.tab_id)),
+                ("document", p.document.as_ref()),
+                ("focus", p.focus.as_ref()),
+            ] {
+                if let Some(v) = v
+                    && (v.is_empty() || v.len() > MAX_REF_BYTES)
+                {
+                    return Err(format!("`expect_page.{name}`: 1 to {MAX_REF_BYTES} bytes"));
+                }
+            }
         }
         if let Some(p) = &self.url_policy {
             if p.is_empty() || p.len() > MAX_POLICY_ORIGINS {
@@ -160,6 +197,7 @@ mod tests {
             call: call.clone(),
             url_policy: Some(p.into_iter().map(str::to_string).collect()),
             expect: None,
+            expect_page: None,
         };
         assert!(
             with(vec!["https://a.test", "http://[::1]:8080"])
@@ -206,5 +244,34 @@ mod tests {
         let mut r = r;
         r.expect.as_mut().unwrap().label = String::new();
         assert!(r.check().unwrap_err().contains("expect"));
+    }
+
+    #[test]
+    fn the_approved_page_travels_with_the_call() {
+        let body = br#"{"member":"click_at","tab_id":null,"x":1,"y":2,"button":"left","click_count":1,"keys":[],"expect_page":{"tab_id":"t1","document":"ab12","focus":"ab12.3"}}"#;
+        let r: BrowserRequest = crate::from_json_objects(body).unwrap();
+        assert_eq!(
+            r.expect_page,
+            Some(ExpectedPage {
+                tab_id: "t1".into(),
+                document: Some("ab12".into()),
+                focus: Some("ab12.3".into()),
+            })
+        );
+        assert!(r.check().is_ok());
+        assert_eq!(serde_json::to_vec(&r).unwrap(), body.to_vec());
+        // The tab alone.
+        let tab = br#"{"member":"scroll","tab_id":null,"direction":"down","amount":5,"expect_page":{"tab_id":"t1"}}"#;
+        let r: BrowserRequest = crate::from_json_objects(tab).unwrap();
+        assert_eq!(serde_json::to_vec(&r).unwrap(), tab.to_vec());
+        for bad in [
+            &br#"{"member":"scroll","tab_id":null,"direction":"down","amount":5,"expect_page":{}}"#[..],
+            br#"{"member":"scroll","tab_id":null,"direction":"down","amount":5,"expect_page":{"tab_id":"t","x":1}}"#,
+        ] {
+            assert!(crate::from_json_objects::<BrowserRequest>(bad).is_err());
+        }
+        let mut r = r;
+        r.expect_page.as_mut().unwrap().document = Some(String::new());
+        assert!(r.check().unwrap_err().contains("expect_page.document"));
     }
 }

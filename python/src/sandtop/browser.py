@@ -3,9 +3,15 @@
 taking the member's validated arguments) over the daemon's browser
 endpoints.
 
-- ``state()`` is ``POST /v1/browser/state``; the tabs are returned as the
-  daemon reads them (id, title, full URL, active) and the SDK reduces URLs
-  to origins before a model sees them.
+- ``state()`` is ``POST /v1/browser/state``; the tabs (id, title, URL,
+  active) are returned as a model may see them, by host-cli's rules
+  (docs/contract.md rule 31): URLs reduced to their origin
+  (``scheme://host[:port]``: no user info, path, query or fragment;
+  ``about:blank`` kept, other schemes to the scheme alone, anything
+  unparsable ``invalid:``), titles with control and invisible formatting
+  characters made visible, credential-like parts redacted and cut at
+  1024 bytes. ``tab_url`` and ``tab_title`` are those rules, held to the
+  same vectors as the host's.
 - each member is one ``POST /v1/browser/call`` ``{"member": name, ...arguments}``;
   the outcome becomes what the SDK expects: ``None`` for an action, the
   ``BrowserReadV1`` report for reads, the text for ``wait_for`` and
@@ -46,7 +52,7 @@ except ImportError:  # pragma: no cover - exercised when openai is absent
         pass
 
 
-__all__ = ["Browser", "AsyncBrowser", "BrowserCallError", "MEMBERS", "error_text"]
+__all__ = ["Browser", "AsyncBrowser", "BrowserCallError", "MEMBERS", "error_text", "tab_url", "tab_title"]
 
 Cancel = Optional[Callable[[], bool]]
 
@@ -92,6 +98,168 @@ class BrowserCallError(_BrowserErrorBase):
         self.daemon_error = error
 
 
+_MAX_TITLE_BYTES = 1024
+_MAX_URL_BYTES = 2048
+_SECRET_KEYS = ("password", "passwd", "pwd", "secret", "token", "apikey", "api_key", "authorization", "cookie", "session")
+_REDACTED = "[redacted]"
+_TOKEN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+/=")
+
+
+def _host(host: str) -> Optional[str]:
+    """A URL's host as the egress proxy parses it (sandtop_egress::policy::Host), or None."""
+    import ipaddress
+
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            return "[" + str(ipaddress.IPv6Address(host[1:-1])) + "]"
+        except ValueError:
+            return None
+    parts = host.split(".")
+    if len(parts) == 4 and all(p.isascii() and p.isdigit() for p in parts):
+        try:
+            return str(ipaddress.IPv4Address(host))
+        except ValueError:
+            pass
+    name = host.rstrip(".").lower()
+
+    def label_ok(label: str) -> bool:
+        return (
+            0 < len(label) <= 63
+            and label.isascii()
+            and all(c.isalnum() or c == "-" for c in label)
+            and not label.startswith("-")
+            and not label.endswith("-")
+        )
+
+    if not name or len(name) > 253 or not all(label_ok(label) for label in name.split(".")):
+        return None
+    last = name.rsplit(".", 1)[-1]
+    hexa = last.startswith("0x") and all(c in "0123456789abcdef" for c in last[2:])
+    if hexa or last.isdigit():
+        return None
+    return name
+
+
+def _origin(url: str) -> Optional[str]:
+    """The origin of an absolute http(s) URL (host-cli's ``url_origin``), or None."""
+    if len(url) < 8:
+        return None
+    lower = url[:8].lower()
+    if lower.startswith("https://"):
+        scheme, rest, default = "https", url[8:], 443
+    elif lower.startswith("http://"):
+        scheme, rest, default = "http", url[7:], 80
+    else:
+        return None
+    end = min([i for i in (rest.find(c) for c in "/?#\\") if i >= 0], default=len(rest))
+    host_port = rest[:end].rsplit("@", 1)[-1]
+    if not host_port or "%" in host_port or any(c.isspace() or ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in host_port):
+        return None
+    if host_port.startswith("["):
+        close = host_port.find("]")
+        if close < 0:
+            return None
+        host, tail = host_port[: close + 1], host_port[close + 1 :]
+        if tail and not tail.startswith(":"):
+            return None
+        port_text = tail[1:] if tail else None
+    elif ":" in host_port:
+        host, port_text = host_port.rsplit(":", 1)
+    else:
+        host, port_text = host_port, None
+    port = default
+    if port_text is not None:
+        digits = port_text[1:] if port_text.startswith("+") else port_text
+        if not (digits.isascii() and digits.isdigit()) or not 0 < int(digits) < 65536:
+            return None
+        port = int(digits)
+    shown = _host(host)
+    if shown is None:
+        return None
+    return f"{scheme}://{shown}" if port == default else f"{scheme}://{shown}:{port}"
+
+
+def tab_url(url: str) -> str:
+    """What a model may see of a tab's URL (host-cli's ``state_url``)."""
+    if url == "about:blank":
+        return url
+    origin = _origin(url)
+    if origin is not None:
+        shown = origin
+    else:
+        scheme, sep, _ = url.partition(":")
+        ok = sep and scheme and scheme.isascii() and all(c.isalnum() or c in "+-." for c in scheme)
+        shown = scheme.lower() + ":" if ok else "invalid:"
+    return shown if len(shown.encode()) <= _MAX_URL_BYTES else "invalid:"
+
+
+def _visible(c: str) -> str:
+    n = ord(c)
+    if n <= 0x1F:
+        return chr(0x2400 + n)
+    if n == 0x7F:
+        return "\u2421"
+    if 0x80 <= n <= 0x9F or 0x200B <= n <= 0x200F or 0x2028 <= n <= 0x202E or 0x2060 <= n <= 0x2064 or 0x2066 <= n <= 0x2069 or n == 0xFEFF:
+        return f"<U+{n:04X}>"
+    return c
+
+
+def _key_char(c: str) -> bool:
+    return c.isascii() and (c.isalnum() or c == "_")
+
+
+def _trim_key(k: str) -> str:
+    start, end = 0, len(k)
+    while start < end and not _key_char(k[start]):
+        start += 1
+    while end > start and not _key_char(k[end - 1]):
+        end -= 1
+    return k[start:end]
+
+
+def _redact_word(w: str, state: list[bool]) -> str:
+    lower = w.lower() if w.isascii() else "".join(c.lower() if c.isascii() else c for c in w)
+    if lower in ("bearer", "basic"):
+        state[0] = True
+        return w
+    for sep in "=:":
+        if sep in w:
+            k, v = w.split(sep, 1)
+            key = _trim_key(k)
+            if any(s in key.lower() for s in _SECRET_KEYS):
+                if not v:
+                    state[0] = True
+                    return w
+                return f"{k}{sep}{_REDACTED}"
+    tokenish = len(w.encode()) >= 32 and all(c in _TOKEN_CHARS for c in w)
+    if (lower.startswith("eyj") and w.count(".") == 2) or tokenish:
+        return _REDACTED
+    return w
+
+
+def _secrets(text: str) -> str:
+    state = [False]
+    out = []
+    for w in text.split():
+        scheme = w.lower() in ("bearer", "basic")
+        if state[0] and not scheme:
+            state[0] = False
+            out.append(_REDACTED)
+        else:
+            out.append(_redact_word(w, state))
+    return " ".join(out)
+
+
+def tab_title(title: str) -> str:
+    """What a model may see of a tab's title (host-cli's rules: controls
+    made visible, credential-like parts redacted, at most 1024 bytes)."""
+    shown = _secrets("".join(_visible(c) for c in title))
+    data = shown.encode("utf-8", "surrogatepass")
+    if len(data) <= _MAX_TITLE_BYTES:
+        return shown
+    return data[:_MAX_TITLE_BYTES].decode("utf-8", "ignore")
+
+
 def _tabs(value: object) -> list[dict[str, Any]]:
     if not isinstance(value, dict) or not isinstance(value.get("tabs"), list):
         raise bad("the browser state has the wrong shape")
@@ -102,7 +270,7 @@ def _tabs(value: object) -> list[dict[str, Any]]:
         tid, title, url, active = t.get("id"), t.get("title"), t.get("url"), t.get("active")
         if not (isinstance(tid, str) and isinstance(title, str) and isinstance(url, str) and type(active) is bool):
             raise bad("a browser tab has the wrong shape")
-        tabs.append({"id": tid, "title": title, "url": url, "active": active})
+        tabs.append({"id": tid, "title": tab_title(title), "url": tab_url(url), "active": active})
     return tabs
 
 

@@ -56,6 +56,8 @@ fn without_terminal_or_policy_everything_is_denied() {
         action: None,
         index: 0,
         of: 1,
+        marked: None,
+        changed_since: None,
     };
     assert!(matches!(a.confirm_action(&ar), Decision::Deny(_)));
     assert_eq!(a.decided_by(), Some(DecidedBy::Nobody));
@@ -228,6 +230,8 @@ fn prompts_show_model_guest_and_page_text_without_escape_sequences() {
             action: Some(&typed),
             index: 0,
             of: 1,
+            marked: None,
+            changed_since: None,
         });
         assert!(matches!(d, Decision::Deny(_)), "{name}");
         assert_eq!(

@@ -22,8 +22,9 @@
 //!   navigation);
 //! - **confirmation** ([`Toolset::needs_approval`], [`prompt`]): every
 //!   state-changing member, and the reads named by `--confirm-reads`;
-//! - **state** ([`project_state`]): tabs with origins only, bounded titles,
-//!   exactly one active tab;
+//! - **state** ([`project_state`]): tabs with origins only, titles bounded,
+//!   controls made visible and credential-like parts redacted, exactly one
+//!   active tab;
 //! - **results** ([`output`], [`validate_read`]): the function call output
 //!   `{ok, state, result | error}` (plus the image for screenshot and zoom),
 //!   with daemon errors told from their code only, never the guest's text.
@@ -89,6 +90,14 @@ pub const OUT_OF_POLICY: &str = "The tab's page is not on an origin of the URL p
 /// read again just before the operator is asked, its role or label
 /// differs from the last read's, so nobody is asked and nothing is done.
 pub const TARGET_CHANGED: &str = "The target changed since the page was read (its role or label is not what the read showed); nothing was done. Read the page again.";
+/// A `run_script` call after sign-in values went to a page in this run:
+/// scripts run with the page's privileges, so only in a credential-less
+/// session (seed; contract rule 41a). Refused before anyone is asked.
+pub const SCRIPT_AFTER_SIGN_IN: &str = "Browser run_script is refused in a session that had a sign-in: a script runs with the page's privileges and could read what was signed in. Nothing was run.";
+/// A call whose page changed between the state the operator is shown and
+/// the read right before the question (another tab active, the tab
+/// gone): refused before anyone is asked.
+pub const PAGE_CHANGED: &str = "The tab changed since the state was read (another tab is active, or it closed); nothing was done. Look at the tabs again.";
 /// A call skipped because an earlier browser call of the response failed.
 pub const SKIPPED: &str = "Not executed: an earlier browser action in this turn failed.";
 /// A call of a member that is not enabled.
@@ -646,6 +655,46 @@ impl Toolset {
             call,
             url_policy: self.url_policy.as_ref().map(UrlPolicy::wire),
             expect: None,
+            expect_page: None,
+        }
+    }
+
+    /// Whether an approval of `member` binds the document (the load) it
+    /// was given on, read just before the question (`describe_page`): the
+    /// state-changing members no ref binds, acting at points, at the
+    /// focus or on the whole page (issue 31 item 6). `hold_keys` binds
+    /// the focus too ([`Toolset::binds_focus`]).
+    pub fn binds_document(member: &str) -> bool {
+        matches!(
+            member,
+            "click_at" | "drag_path" | "hover_at" | "hold_keys" | "scroll" | "run_script"
+        )
+    }
+
+    /// Whether an approval of `member` binds the element holding the
+    /// keyboard focus (its keys go there).
+    pub fn binds_focus(member: &str) -> bool {
+        member == "hold_keys"
+    }
+
+    /// The tab a call of a state-changing member acts on, as approved:
+    /// the one it names, or (`tab_id` null) the active tab of `state`, the
+    /// state the operator is shown; `None` for members that name no tab
+    /// of a page (new_tab) or name it themselves (switch_tab, close_tab).
+    pub fn approved_tab(member: &str, call: &BrowserCall, state: &Value) -> Option<String> {
+        if !Toolset::needs_approval(member)
+            || matches!(member, "new_tab" | "switch_tab" | "close_tab")
+        {
+            return None;
+        }
+        match call.tab_id() {
+            Some(id) => Some(id.to_string()),
+            None => state["tabs"]
+                .as_array()?
+                .iter()
+                .find(|t| t["active"] == true)?["id"]
+                .as_str()
+                .map(str::to_string),
         }
     }
 
@@ -840,8 +889,11 @@ pub fn state_url(url: &str) -> String {
 }
 
 /// The model-facing state: `{tabs: [{id, title, url, active}]}` (with
-/// `title_truncated: true` when a title was cut). Refuses a state without
-/// exactly one active tab, or with duplicate ids.
+/// `title_truncated: true` when a title was cut): URLs reduced to their
+/// origin ([`state_url`]), titles with control characters made visible,
+/// credential-like parts redacted and cut at 1024 bytes
+/// (`sandtop_protocol::redact::title`). Refuses a state without exactly
+/// one active tab, or with duplicate ids.
 pub fn project_state(state: &BrowserState) -> Result<Value, String> {
     let mut ids = BTreeSet::new();
     let mut active = 0;
@@ -852,16 +904,10 @@ pub fn project_state(state: &BrowserState) -> Result<Value, String> {
             return Err("Browser state is invalid.".into());
         }
         active += usize::from(t.active);
-        let mut title = t.title.clone();
-        if title.len() > wire::MAX_TITLE_BYTES {
-            let mut end = wire::MAX_TITLE_BYTES;
-            while !title.is_char_boundary(end) {
-                end -= 1;
-            }
-            title.truncate(end);
-            truncated = true;
-        }
-        truncated |= t.title_truncated;
+        // Control characters made visible, credential-like parts
+        // redacted, bounded (the Python driver applies the same rules).
+        let (title, cut) = sandtop_protocol::redact::title(&t.title, wire::MAX_TITLE_BYTES);
+        truncated |= cut || t.title_truncated;
         let mut url = state_url(&t.url);
         if url.len() > wire::MAX_URL_BYTES {
             url = "invalid:".into();
@@ -1060,9 +1106,29 @@ pub fn result_of(member: &str, outcome: &BrowserOutcome) -> Result<Value, String
             }
             Ok(Value::String(text[..end].to_string()))
         }
-        (_, BrowserOutcome::Done) => Ok(Value::Null),
+        // Done only for a member that returns nothing: a read, an image,
+        // a wait or a script answered with Done is the wrong kind.
+        (m, BrowserOutcome::Done) if !returns_value(m) => Ok(Value::Null),
         _ => Err("Browser action failed.".into()),
     }
+}
+
+/// Whether a member's result carries something (a read, an image, text, a
+/// file): such a member answered with a bare `Done` is an invalid result.
+fn returns_value(member: &str) -> bool {
+    matches!(
+        member,
+        "read_page"
+            | "read_page_scoped"
+            | "get_page_text"
+            | "find"
+            | "read_diagnostics"
+            | "screenshot"
+            | "zoom"
+            | "wait_for"
+            | "run_script"
+            | "download_file"
+    )
 }
 
 /// The target of a call as it is now (a `describe_target` read) against

@@ -66,6 +66,8 @@ pub struct RequestParts<'a> {
     pub store: bool,
     pub stream: bool,
     pub ask_user: bool,
+    /// Ask the API to compact the context (`context_management`).
+    pub compaction: bool,
 }
 
 /// Builds a `CreateResponse` body.
@@ -86,6 +88,11 @@ pub fn create_request(p: &RequestParts<'_>) -> Value {
     if p.shape == Some(ToolShape::ComputerUsePreview) {
         // The preview tool requires it.
         body["truncation"] = json!("auto");
+    }
+    if p.compaction {
+        // `ContextManagementParam`: only `compaction` is supported; no
+        // `compact_threshold` leaves the API's own.
+        body["context_management"] = json!([{"type": "compaction"}]);
     }
     if !p.store {
         // Without storage, reasoning items can only be sent back with

@@ -191,7 +191,7 @@ impl Runner<'_> {
 
     /// Saves `shot` with the targets of `actions` marked, for the
     /// operator; `None` when there is no PNG screenshot to mark.
-    fn mark(
+    pub(super) fn mark(
         &mut self,
         step: u32,
         call_id: &str,

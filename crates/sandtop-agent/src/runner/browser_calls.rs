@@ -12,18 +12,29 @@
 //!    any question; so is the tab a member acts on: its origin in the
 //!    state must be in the URL policy (a redirect or the page's own
 //!    navigation may have left it), else the call is refused unasked;
+//!    and so is `run_script` once sign-in values went to a page in this
+//!    run (contract rule 41a);
 //! 6. a state-changing member runs only after the operator approved it,
 //!    shown with the state before and its target as it is now: read again
 //!    just before asking (`describe_target`), and refused unasked as
 //!    changed when the last read the model saw named it with another role
 //!    or label (issue 30 item 4); the role and label shown go with the
 //!    call, and the daemon refuses it as stale if they changed meanwhile;
+//!    the call is bound to the page it was approved on too (issue 31 item
+//!    6, `expect_page`): the tab (the active one of the state shown, for
+//!    `tab_id: null`), and for the members no ref binds (points, keys, the
+//!    whole page: `Toolset::binds_document`) its document read just before
+//!    asking (`describe_page`), and for `hold_keys` the focus: the daemon
+//!    refuses the call as stale if any changed;
 //! 7. the daemon carries it out (ledger `pending` first for a
 //!    state-changing member), re-resolving the target on the current page
 //!    and checking the URL policy (sent with the call) in the document it
 //!    acts on, at execution (`out_of_policy`: nothing done there);
 //! 8. the result is validated for its member, and the state after it (also
-//!    after a failure) goes back with it.
+//!    after a failure) goes back with it; an invalid result (a read report
+//!    that fails validation, the wrong outcome kind for the member) stops
+//!    the run (contract rule 13c), a state-changing call's effect recorded
+//!    as unknown.
 //!
 //! What anyone is told of a failure comes from the daemon's error code,
 //! never from its message (the guest's text). Diagnostics carry the
@@ -34,7 +45,7 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use base64::Engine as _;
-use sandtop_protocol::browser::ExpectedTarget;
+use sandtop_protocol::browser::{ExpectedPage, ExpectedTarget, PageIdentity};
 use sandtop_protocol::{BrowserCall, BrowserOutcome, ErrorCode};
 use serde_json::{Value, json};
 
@@ -269,6 +280,18 @@ impl Runner<'_> {
                 .file_call(step, call_id, member, &prepared, before, kinds, started)
                 .await;
         }
+        // 5a. A script after a sign-in: refused before any question.
+        if member == "run_script" && self.signed_in {
+            self.browser_diagnostic(step, call_id, member, "approval", "refused", started);
+            self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
+            let out = tools::output(
+                call_id,
+                Some(before),
+                Err(tools::SCRIPT_AFTER_SIGN_IN.into()),
+                None,
+            );
+            return Ok(Ok((out, false)));
+        }
         // 5b. A page outside the URL policy: refused before any question.
         if Toolset::acts_on_page(member)
             && !toolset.page_allowed(
@@ -290,10 +313,50 @@ impl Runner<'_> {
         // right before asking.
         let changes = Toolset::needs_approval(member);
         let mut expect = None;
+        // The page the approval is bound to (issue 31 item 6): the tab it
+        // acts on as the operator is shown it, and for the members no ref
+        // binds, its document (and the focus) read just before asking.
+        let mut expect_page = prepared.call.as_ref().and_then(|call| {
+            Toolset::approved_tab(member, call, &before).map(|tab_id| ExpectedPage {
+                tab_id,
+                document: None,
+                focus: None,
+            })
+        });
+        if let Some(page) = expect_page.as_mut()
+            && Toolset::binds_document(member)
+        {
+            match self.describe_page(call_id, &toolset, &page.tab_id).await {
+                Err(stop) => return Ok(Err(stop)),
+                Ok(Err(text)) => {
+                    self.browser_diagnostic(
+                        step,
+                        call_id,
+                        member,
+                        "approval",
+                        "stale_target",
+                        started,
+                    );
+                    self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
+                    let out = tools::output(call_id, Some(before), Err(text), None);
+                    return Ok(Ok((out, false)));
+                }
+                Ok(Ok(now)) => {
+                    page.document = Some(now.document);
+                    if Toolset::binds_focus(member) {
+                        page.focus = Some(now.focus);
+                    }
+                }
+            }
+        }
         if changes {
             let mut shown = None;
             if let Some(target) = prepared.arguments.get("target").and_then(Value::as_str) {
-                let tab_id = prepared.call.as_ref().and_then(BrowserCall::tab_id);
+                // The tab as approved (the active one of the state shown).
+                let tab_id = expect_page
+                    .as_ref()
+                    .map(|p| p.tab_id.as_str())
+                    .or_else(|| prepared.call.as_ref().and_then(BrowserCall::tab_id));
                 match self
                     .describe_target(call_id, &toolset, tab_id, target)
                     .await
@@ -347,14 +410,70 @@ impl Runner<'_> {
                 true,
             )));
         };
-        self.run_browser_call(step, call_id, member, &call, changes, kinds, expect)
-            .await
+        self.run_browser_call(
+            step,
+            call_id,
+            member,
+            &call,
+            changes,
+            kinds,
+            (expect, expect_page),
+        )
+        .await
+    }
+
+    /// The page `tab_id` shows now (issue 31 item 6): `Ok(Ok(page))`, or
+    /// `Ok(Err(text))` for the model when the tab is gone; `Err` when the
+    /// run ends (an invalid answer stops it, rule 13c).
+    async fn describe_page(
+        &mut self,
+        call_id: &str,
+        toolset: &Toolset,
+        tab_id: &str,
+    ) -> Result<Result<PageIdentity, String>, Stop> {
+        let request = toolset.request(BrowserCall::DescribePage {
+            tab_id: Some(tab_id.to_string()),
+        });
+        let r = tokio::select! {
+            r = self.channel.browser_request(&request) => r,
+            ending = halted(&self.interrupt, self.deadline) => {
+                return Err((ending, format!("the run stopped while the page of browser call {call_id} was read")));
+            }
+        };
+        match r {
+            Ok(reply) => match reply.outcome {
+                BrowserOutcome::Page(page)
+                    if page.tab_id == tab_id
+                        && !page.document.is_empty()
+                        && page.document.len() <= sandtop_protocol::limits::MAX_REF_BYTES
+                        && !page.focus.is_empty()
+                        && page.focus.len() <= sandtop_protocol::limits::MAX_REF_BYTES =>
+                {
+                    Ok(Ok(page))
+                }
+                _ => Err((
+                    Ending::Failed,
+                    format!(
+                        "browser call {call_id}: the browser's read of its page is invalid; the run stops before the call"
+                    ),
+                )),
+            },
+            Err(ChannelError::Daemon { body, .. }) => Ok(Err(match body.code {
+                ErrorCode::NoSuchTab => tools::PAGE_CHANGED.into(),
+                code => tools::error_text(code).into(),
+            })),
+            Err(e) => Err((
+                Ending::Failed,
+                format!("browser call {call_id}: its page could not be read ({e})"),
+            )),
+        }
     }
 
     /// The call's target read again now, in the tab's current document
     /// (issue 30 item 4): `Ok(Ok(element))` to show the operator, or
-    /// `Ok(Err(text))` for the model when it is stale, changed since the
-    /// last read the model saw, or unreadable; `Err` when the run ends.
+    /// `Ok(Err(text))` for the model when it is stale or changed since the
+    /// last read the model saw; `Err` when the run ends (an invalid answer
+    /// stops it).
     async fn describe_target(
         &mut self,
         call_id: &str,
@@ -372,12 +491,26 @@ impl Runner<'_> {
                 return Err((ending, format!("the run stopped while the target of browser call {call_id} was read")));
             }
         };
+        // An invalid answer (the wrong outcome kind, a read report that
+        // fails validation or lacks the target) stops the run, as any
+        // invalid browser result does; nothing was done yet.
+        let invalid = || {
+            Err((
+                Ending::Failed,
+                format!(
+                    "browser call {call_id}: the browser's read of its target is invalid; the run stops before the call"
+                ),
+            ))
+        };
         match r {
             Ok(reply) => match &reply.outcome {
                 BrowserOutcome::Read(read) => {
-                    Ok(tools::current_target(read, target, self.last_read.as_ref()))
+                    match tools::current_target(read, target, self.last_read.as_ref()) {
+                        Err(e) if e != tools::TARGET_CHANGED => invalid(),
+                        answer => Ok(answer),
+                    }
                 }
-                _ => Ok(Err("Browser read report failed.".into())),
+                _ => invalid(),
             },
             Err(ChannelError::Daemon { body, .. }) => Ok(Err(tools::error_text(body.code).into())),
             Err(e) => Err((
@@ -387,9 +520,9 @@ impl Runner<'_> {
         }
     }
 
-    /// Sends one approved call (with the target's role and label as
-    /// approved, `expect`) and answers it with its result and the state
-    /// after it.
+    /// Sends one approved call (with the target's role and label, and the
+    /// page, as approved: `expect`) and answers it with its result and
+    /// the state after it.
     #[allow(clippy::too_many_arguments)]
     async fn run_browser_call(
         &mut self,
@@ -399,7 +532,7 @@ impl Runner<'_> {
         call: &BrowserCall,
         changes: bool,
         kinds: Vec<String>,
-        expect: Option<ExpectedTarget>,
+        (expect, expect_page): (Option<ExpectedTarget>, Option<ExpectedPage>),
     ) -> anyhow::Result<Answered> {
         if changes {
             self.recorder.ledger(
@@ -414,6 +547,7 @@ impl Runner<'_> {
             None => sandtop_protocol::BrowserRequest::plain(call.clone()),
         };
         request.expect = expect;
+        request.expect_page = expect_page;
         let t = Instant::now();
         let r = tokio::select! {
             r = self.channel.browser_request(&request) => r,
@@ -444,12 +578,59 @@ impl Runner<'_> {
                         )));
                     }
                 };
-                let result = tools::result_of(member, &reply.outcome);
+                let result = match tools::result_of(member, &reply.outcome) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        // An invalid result (a read report that fails
+                        // validation, the wrong outcome kind for the
+                        // member) stops the run (seed: an invalid result
+                        // or state stops it); what a state-changing call
+                        // did is unknown.
+                        let state = if changes {
+                            LedgerState::Unknown
+                        } else {
+                            LedgerState::Failed
+                        };
+                        if changes {
+                            self.recorder.ledger(
+                                step,
+                                call_id,
+                                state,
+                                json!({"error": "the browser's result is invalid"}),
+                            )?;
+                        }
+                        self.browser_diagnostic(
+                            step,
+                            call_id,
+                            member,
+                            "action",
+                            "invalid_result",
+                            t,
+                        );
+                        self.show_call(
+                            step,
+                            call_id,
+                            kinds,
+                            if changes {
+                                CallState::Unknown
+                            } else {
+                                CallState::Failed
+                            },
+                            daemon_ms,
+                        );
+                        return Ok(Err((
+                            Ending::Failed,
+                            format!(
+                                "browser call {call_id} ({member}): the browser's result is invalid ({e}); the run stops, its outcome is recorded as {state:?}"
+                            ),
+                        )));
+                    }
+                };
                 let image = match &reply.outcome {
-                    BrowserOutcome::Image(i) if result.is_ok() => Some(i.clone()),
+                    BrowserOutcome::Image(i) => Some(i.clone()),
                     _ => None,
                 };
-                (result, after, image)
+                (Ok(result), after, image)
             }
             Err(ChannelError::Daemon { body, .. }) if body.code != ErrorCode::Timeout => {
                 // Refused or failed in the guest: nothing, or not all, of it

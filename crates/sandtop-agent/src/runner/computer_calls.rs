@@ -7,8 +7,8 @@ use std::time::Instant;
 use sandtop_protocol::{Action, BatchRequest, ErrorBody, Screenshot};
 use serde_json::{Value, json};
 
-use super::{Ending, Executed, Runner, StepOutcome, Work, blocking, failure_note, halted, ms};
-use crate::approve::{ActionRequest, Decision};
+use super::confirmations::Confirmed;
+use super::{Ending, Executed, Runner, StepOutcome, Work, failure_note, halted, ms};
 use crate::progress::CallState;
 use sandtop_channel::ChannelError;
 use sandtop_runfolder::items::{self as wire, SafetyCheck};
@@ -187,7 +187,8 @@ impl Runner<'_> {
     }
 
     /// Runs the actions one at a time, each after the operator confirmed
-    /// it, then the final screenshot after it too was confirmed.
+    /// it on the screen it will meet ([`super::confirmations`]), then the
+    /// final screenshot after it too was confirmed.
     async fn run_confirmed(
         &mut self,
         step: u32,
@@ -196,48 +197,39 @@ impl Runner<'_> {
         expect: Option<sandtop_protocol::ScaleMap>,
     ) -> anyhow::Result<StepOutcome<Result<Screenshot, ChannelError>>> {
         for (i, a) in actions.iter().enumerate() {
-            let d = blocking(|| {
-                self.operator.confirm_action(&ActionRequest {
-                    call_id,
-                    action: Some(a),
-                    index: i,
-                    of: actions.len(),
-                })
-            });
-            self.recorder.write(&Entry::Confirm {
-                step,
-                call_id: call_id.to_string(),
-                index: Some(i),
-                approved: d == Decision::Approve,
-                by: self.decided_by(),
-            })?;
-            if let Some(ending) = self.halt_reason() {
-                self.recorder.ledger(
-                    step,
-                    call_id,
-                    LedgerState::Failed,
-                    json!({"executed": i, "stopped": "during the confirmation"}),
-                )?;
-                return Ok(StepOutcome::End(
-                    ending,
-                    format!(
-                        "the run stopped while action {i} of {call_id} awaited confirmation; {i} action(s) before it ran"
-                    ),
-                ));
-            }
-            if let Decision::Deny(reason) = d {
-                self.recorder.ledger(
-                    step,
-                    call_id,
-                    LedgerState::Failed,
-                    json!({"executed": i, "refused": reason}),
-                )?;
-                return Ok(StepOutcome::End(
-                    Ending::Refused,
-                    format!(
-                        "the operator refused action {i} of {call_id} ({reason}); {i} action(s) before it ran"
-                    ),
-                ));
+            // Bound to the screen the operator was shown (rule 12).
+            match self
+                .confirm_on_screen(step, call_id, Some(a), i, actions.len())
+                .await?
+            {
+                Confirmed::Yes => {}
+                Confirmed::End((ending, message)) => {
+                    let detail = if ending == Ending::Denied {
+                        json!({"executed": i, "refused": "the screen kept changing"})
+                    } else {
+                        json!({"executed": i, "stopped": "during the confirmation"})
+                    };
+                    self.recorder
+                        .ledger(step, call_id, LedgerState::Failed, detail)?;
+                    return Ok(StepOutcome::End(
+                        ending,
+                        format!("{message}; {i} action(s) before it ran"),
+                    ));
+                }
+                Confirmed::No(reason) => {
+                    self.recorder.ledger(
+                        step,
+                        call_id,
+                        LedgerState::Failed,
+                        json!({"executed": i, "refused": reason}),
+                    )?;
+                    return Ok(StepOutcome::End(
+                        Ending::Refused,
+                        format!(
+                            "the operator refused action {i} of {call_id} ({reason}); {i} action(s) before it ran"
+                        ),
+                    ));
+                }
             }
             let mut req = BatchRequest::new(vec![a.clone()], self.opts.screenshot);
             req.expect_scale_map = expect;
@@ -261,48 +253,35 @@ impl Runner<'_> {
                 Ok(r) => self.last_timings = Some(r.timings),
             }
         }
-        let d = blocking(|| {
-            self.operator.confirm_action(&ActionRequest {
-                call_id,
-                action: None,
-                index: actions.len(),
-                of: actions.len(),
-            })
-        });
-        self.recorder.write(&Entry::Confirm {
-            step,
-            call_id: call_id.to_string(),
-            index: None,
-            approved: d == Decision::Approve,
-            by: self.decided_by(),
-        })?;
-        if let Some(ending) = self.halt_reason() {
-            self.recorder.ledger(
-                step,
-                call_id,
-                LedgerState::Failed,
-                json!({"executed": actions.len(), "stopped": "before the final screenshot"}),
-            )?;
-            return Ok(StepOutcome::End(
-                ending,
-                format!(
-                    "the run stopped while the final screenshot of {call_id} awaited confirmation; all its actions ran"
-                ),
-            ));
-        }
-        if let Decision::Deny(reason) = d {
-            self.recorder.ledger(
-                step,
-                call_id,
-                LedgerState::Failed,
-                json!({"executed": actions.len(), "refused": "final screenshot"}),
-            )?;
-            return Ok(StepOutcome::End(
-                Ending::Refused,
-                format!(
-                    "the operator refused the final screenshot of {call_id} ({reason}); all its actions ran"
-                ),
-            ));
+        let n = actions.len();
+        match self.confirm_on_screen(step, call_id, None, n, n).await? {
+            Confirmed::Yes => {}
+            Confirmed::End((ending, message)) => {
+                self.recorder.ledger(
+                    step,
+                    call_id,
+                    LedgerState::Failed,
+                    json!({"executed": n, "stopped": "before the final screenshot"}),
+                )?;
+                return Ok(StepOutcome::End(
+                    ending,
+                    format!("{message}; all its actions ran"),
+                ));
+            }
+            Confirmed::No(reason) => {
+                self.recorder.ledger(
+                    step,
+                    call_id,
+                    LedgerState::Failed,
+                    json!({"executed": n, "refused": "final screenshot"}),
+                )?;
+                return Ok(StepOutcome::End(
+                    Ending::Refused,
+                    format!(
+                        "the operator refused the final screenshot of {call_id} ({reason}); all its actions ran"
+                    ),
+                ));
+            }
         }
         let mut req = BatchRequest::new(Vec::new(), self.opts.screenshot);
         req.expect_scale_map = expect;

@@ -265,6 +265,9 @@ impl Runner<'_> {
                 })
                 .collect(),
         };
+        // From here on the page may hold the values: no script runs in
+        // this session any more (contract rule 41a).
+        self.signed_in = true;
         let filled = self.sign_in_daemon(call_id, &fill).await?;
         drop(fill);
         if filled.is_ok() {

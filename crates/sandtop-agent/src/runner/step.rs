@@ -10,8 +10,8 @@ use anyhow::Context as _;
 use serde_json::Value;
 
 use super::{
-    Ending, Outcome, Resume, Runner, StepOutcome, StepReport, Stop, UsageTotals, apply_budget,
-    array, forget_old_images, halted, input_cost, ms, turn::Answers, turn_end,
+    Compaction, Ending, Outcome, Resume, Runner, StepOutcome, StepReport, Stop, UsageTotals,
+    apply_budget, array, forget_old_images, halted, input_cost, ms, turn::Answers, turn_end,
 };
 use crate::browser::toolset::Toolset;
 use crate::model::CallStats;
@@ -62,6 +62,7 @@ impl Runner<'_> {
     /// one), or the resumed conversation; the browser started.
     async fn begin(&mut self, resume: Option<Resume>) -> anyhow::Result<LoopState> {
         self.deadline = self.opts.max_duration.map(|d| Instant::now() + d);
+        self.compacting = self.opts.compaction == Compaction::Auto;
         // A prompt open when the run stops closes at once (issue 11 item 4).
         {
             let (interrupt, deadline) = (self.interrupt.clone(), self.deadline);
@@ -215,34 +216,7 @@ impl Runner<'_> {
         &mut self,
         st: &mut LoopState,
     ) -> anyhow::Result<StepOutcome<(wire::ModelResponse, CallStats)>> {
-        let input = if self.opts.store {
-            st.next_input.clone()
-        } else {
-            let mut all = st.conversation.clone();
-            all.extend(st.next_input.iter().cloned());
-            apply_budget(&mut all, self.opts.context);
-            all
-        };
-        let body = crate::model::openai::create_request(&RequestParts {
-            model: &self.opts.model,
-            shape: self.opts.computer.then_some(self.opts.shape),
-            browser: &st.browser_tools,
-            display: self
-                .last_shot
-                .as_ref()
-                .map(|s| sandtop_protocol::Size::new(s.width, s.height))
-                .unwrap_or(sandtop_protocol::Size::new(1280, 800)),
-            instructions: self.opts.instructions.as_deref(),
-            input: &input,
-            previous_response_id: if self.opts.store {
-                st.prev_id.as_deref()
-            } else {
-                None
-            },
-            store: self.opts.store,
-            stream: self.opts.stream,
-            ask_user: self.opts.ask_user,
-        });
+        let mut input = self.request_input(st);
         let (images, bytes) = input_cost(&input);
         st.step += 1;
         let step = st.step;
@@ -261,27 +235,94 @@ impl Runner<'_> {
             bytes,
         })?;
         self.files.clear();
-        let reply = tokio::select! {
-            r = self.model.create(&body) => r,
-            ending = halted(&self.interrupt, self.deadline) => {
-                let why = match ending {
-                    Ending::TimeBudget => "the time budget ran out while the model was answering",
-                    _ => "interrupted while the model was answering",
-                };
-                return Ok(StepOutcome::End(ending, why.into()));
-            }
-        };
-        match reply {
-            Ok(r) => Ok(StepOutcome::Next(r)),
-            Err(e) => {
-                let msg = format!("{e}");
-                self.recorder.write(&Entry::ModelError {
-                    step,
-                    error: msg.clone(),
-                })?;
-                Ok(StepOutcome::End(Ending::Failed, msg))
+        loop {
+            let body = self.request_body(st, &input);
+            let reply = tokio::select! {
+                r = self.model.create(&body) => r,
+                ending = halted(&self.interrupt, self.deadline) => {
+                    let why = match ending {
+                        Ending::TimeBudget => "the time budget ran out while the model was answering",
+                        _ => "interrupted while the model was answering",
+                    };
+                    return Ok(StepOutcome::End(ending, why.into()));
+                }
+            };
+            match reply {
+                Ok(r) => return Ok(StepOutcome::Next(r)),
+                // A model without compaction: the same request again
+                // without it (nothing ran in between), and the local
+                // context budget from now on.
+                Err(e) if self.compacting && e.refuses_compaction() => {
+                    tracing::warn!(
+                        "the model refuses context_management compaction; using the local context budget"
+                    );
+                    self.compacting = false;
+                    input = self.request_input(st);
+                    self.diagnose(Diagnostic {
+                        api: "responses".into(),
+                        stage: "request".into(),
+                        reason: "compaction_unsupported".into(),
+                        call_id: String::new(),
+                        member: "responses.create".into(),
+                        duration_ms: 0.0,
+                        usage: None,
+                        daemon_timings: None,
+                        step,
+                    });
+                }
+                Err(e) => {
+                    let msg = format!("{e}");
+                    self.recorder.write(&Entry::ModelError {
+                        step,
+                        error: msg.clone(),
+                    })?;
+                    return Ok(StepOutcome::End(Ending::Failed, msg));
+                }
             }
         }
+    }
+
+    /// The input of the next request: the new items when the server
+    /// stores the conversation; else the whole conversation, from the
+    /// newest compaction item on while compacting, within the local
+    /// context budget otherwise (never both: the seed).
+    fn request_input(&self, st: &LoopState) -> Vec<Value> {
+        if self.opts.store {
+            return st.next_input.clone();
+        }
+        let mut all = st.conversation.clone();
+        all.extend(st.next_input.iter().cloned());
+        if self.compacting {
+            wire::compacted_window(&all)
+        } else {
+            apply_budget(&mut all, self.opts.context);
+            all
+        }
+    }
+
+    /// The next request's body.
+    fn request_body(&self, st: &LoopState, input: &[Value]) -> Value {
+        crate::model::openai::create_request(&RequestParts {
+            model: &self.opts.model,
+            shape: self.opts.computer.then_some(self.opts.shape),
+            browser: &st.browser_tools,
+            display: self
+                .last_shot
+                .as_ref()
+                .map(|s| sandtop_protocol::Size::new(s.width, s.height))
+                .unwrap_or(sandtop_protocol::Size::new(1280, 800)),
+            instructions: self.opts.instructions.as_deref(),
+            input,
+            previous_response_id: if self.opts.store {
+                st.prev_id.as_deref()
+            } else {
+                None
+            },
+            store: self.opts.store,
+            stream: self.opts.stream,
+            ask_user: self.opts.ask_user,
+            compaction: self.compacting,
+        })
     }
 
     /// Step 3: the response recorded (usage, diagnostics, the trajectory) and
@@ -332,7 +373,13 @@ impl Runner<'_> {
         })?;
         st.conversation.append(&mut st.next_input);
         st.conversation.extend(resp.raw_output.iter().cloned());
-        forget_old_images(&mut st.conversation, self.opts.context.max_images);
+        if self.compacting {
+            // Only the compacted window is ever resent; the trajectory
+            // keeps everything. Images stay as they came (no local budget).
+            st.conversation = wire::compacted_window(&st.conversation);
+        } else {
+            forget_old_images(&mut st.conversation, self.opts.context.max_images);
+        }
         st.prev_id = Some(resp.id.clone());
         if let Some(p) = &resp.problem
             && resp.status == "failed"

@@ -514,3 +514,56 @@ async fn s7_a_sign_in_never_types_at_the_keyboard_focus() {
     assert_eq!(rig.probe().input_events().len(), events_before);
     rig.assert_mock_clean();
 }
+
+/// Contract rule 41a: once sign-in values went to a page, `run_script` is
+/// refused for the rest of the run, before anyone is asked; a script
+/// before the sign-in ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s11_after_a_sign_in_run_script_is_refused_unasked() {
+    use host_cli::agent::browser::SCRIPT_AFTER_SIGN_IN;
+    let fake = FakeBrowser::new(&format!("{ORIGIN}/login"));
+    let rig = browser_rig(&fake).await;
+    let script = |id: &str| {
+        call(
+            id,
+            "run_script",
+            json!({"tab_id": null, "source": "document.title", "timeout_ms": 1000}),
+        )
+    };
+    rig.mock.push_all([
+        Reply::output(vec![script("r1")]),
+        Reply::output(vec![sign_in_call("s1", json!(ORIGIN), 1)]),
+        Reply::output(vec![script("r2")]),
+        Reply::done("Done."),
+    ]);
+    let mut op = SignInOp::new(&fake, [submit()]);
+    let add = ["run_script".to_string()];
+    let opts = RunOptions {
+        browser: Some(
+            Toolset::new(
+                None,
+                Some(&add),
+                Some(UrlPolicy::parse(ORIGIN).unwrap()),
+                &[],
+            )
+            .unwrap(),
+        ),
+        ..sign_in_opts(&rig)
+    };
+    let run = rig.run(opts, &mut op).await;
+    run.assert_ending(Ending::Finished);
+    let reqs = rig.mock.requests();
+    assert_eq!(payload(&reqs[1], "r1").0["ok"], true);
+    assert_eq!(result_of(&reqs[2], "s1"), json!({"status": "submitted"}));
+    let (r2, _) = payload(&reqs[3], "r2");
+    assert_eq!(r2["ok"], false, "{r2}");
+    assert_eq!(r2["error"], SCRIPT_AFTER_SIGN_IN);
+    let scripts: Vec<String> = fake
+        .effects()
+        .into_iter()
+        .filter(|e| e.starts_with("run_script"))
+        .collect();
+    assert_eq!(scripts, ["run_script document.title"], "only r1 ran");
+    assert!(run.ledger("r2").is_empty(), "r2 never reached the ledger");
+    rig.assert_mock_clean();
+}

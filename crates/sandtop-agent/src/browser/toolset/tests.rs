@@ -776,3 +776,35 @@ fn a_confirmation_shows_the_whole_script_and_the_whole_path() {
     let text = prompt(&p, &state, None);
     assert!(text.contains(r#"{"x":99,"y":7}"#), "{text}");
 }
+
+/// The tab state vectors the Python driver is held to as well
+/// (`python/tests/test_tab_state.py`): URLs reduced to origins, titles
+/// with controls made visible, credentials redacted, bounded.
+#[test]
+fn tab_urls_and_titles_follow_the_shared_vectors() {
+    use sandtop_protocol::browser::BrowserTab;
+    let v: Value = serde_json::from_str(include_str!("tab_vectors.json")).unwrap();
+    for case in v["urls"].as_array().unwrap() {
+        let (url, want) = (case[0].as_str().unwrap(), case[1].as_str().unwrap());
+        assert_eq!(state_url(url), want, "{url:?}");
+    }
+    for case in v["titles"].as_array().unwrap() {
+        let raw = case[0].as_str().unwrap();
+        let st = BrowserState {
+            tabs: vec![BrowserTab {
+                id: "t".into(),
+                title: raw.into(),
+                url: "about:blank".into(),
+                active: true,
+                title_truncated: false,
+            }],
+        };
+        let shown = project_state(&st).unwrap();
+        assert_eq!(shown["tabs"][0]["title"], case[1], "{raw:?}");
+        assert_eq!(
+            shown.get("title_truncated").is_some(),
+            case[2].as_bool().unwrap(),
+            "{raw:?}"
+        );
+    }
+}
