@@ -332,3 +332,28 @@ def test_the_async_browser_runs_through_the_async_runner(daemon: FakeDaemon) -> 
     out = tool_results(requests[1]["body"])
     assert '[e1] button "Send"' in result_text(out[0]) and result_text(out[1]).startswith("Clicked.")
     assert not any(o.get("is_error") for o in out)
+
+
+def test_a_browser_state_that_cannot_be_read_stops_the_run(daemon: FakeDaemon) -> None:
+    base = daemon.handler
+
+    def no_state(method: str, path: str, body: Any) -> Reply:
+        if path == "/v1/browser/state":
+            return Reply(200, {"tabs": "not a list"})
+        return base(method, path, body)
+
+    daemon.handler = no_state
+    b = sa.Browser(sandtop.Session.attach("t1"), confirm=lambda ctx: True)
+    # `wait` makes no daemon call, so the report must read the state.
+    script = Scripted([[("wait", {"duration": 0})]], "browser")  # type: ignore[list-item]
+    mock = MockMessages(KEY, script)
+    try:
+        client = anthropic.Anthropic(api_key=KEY, base_url=mock.base_url, max_retries=0)
+        runner = client.beta.messages.tool_runner(
+            model="claude-mock", max_tokens=1024, messages=[{"role": "user", "content": "go"}], tools=[b]
+        )
+        with pytest.raises(anthropic.AnthropicError) as e:
+            runner.until_done()
+    finally:
+        mock.close()
+    assert "ab" * 32 not in str(e.value)
