@@ -304,3 +304,56 @@ def test_the_origin_policy_allows_exactly_its_origins() -> None:
             p(ctx, bad_url)
     with pytest.raises(ValueError):
         sa.origin_policy(["http://127.0.0.1:8080/path"])
+
+
+def test_the_async_browser_runs_through_the_async_runner(daemon: FakeDaemon) -> None:
+    b = sa.AsyncBrowser(sandtop.Session.attach("t1"), confirm=lambda ctx: True)
+    script = Scripted([[("read_page", {}), ("left_click", {"target": {"type": "ref", "ref": "e1"}}), ("list_tabs", {})]], "browser")  # type: ignore[list-item]
+    mock = MockMessages(KEY, script)
+
+    async def go() -> Any:
+        client = anthropic.AsyncAnthropic(api_key=KEY, base_url=mock.base_url, max_retries=0)
+        runner = client.beta.messages.tool_runner(
+            model="claude-mock", max_tokens=1024, messages=[{"role": "user", "content": "go"}], tools=[b]
+        )
+        return await runner.until_done()
+
+    try:
+        final = asyncio.run(go())
+    finally:
+        requests = mock.close()
+    assert final.content[0].text == "done"
+    assert all(r["problems"] == [] for r in requests)
+    calls = [w["body"] for w in daemon.work() if w["path"] == "/v1/browser/call"]
+    assert calls == [
+        {"member": "read_page", "tab_id": None, "filter": "all"},
+        {"member": "click", "tab_id": None, "target": "e1"},
+    ]
+    out = tool_results(requests[1]["body"])
+    assert '[e1] button "Send"' in result_text(out[0]) and result_text(out[1]).startswith("Clicked.")
+    assert not any(o.get("is_error") for o in out)
+
+
+def test_a_browser_state_that_cannot_be_read_stops_the_run(daemon: FakeDaemon) -> None:
+    base = daemon.handler
+
+    def no_state(method: str, path: str, body: Any) -> Reply:
+        if path == "/v1/browser/state":
+            return Reply(200, {"tabs": "not a list"})
+        return base(method, path, body)
+
+    daemon.handler = no_state
+    b = sa.Browser(sandtop.Session.attach("t1"), confirm=lambda ctx: True)
+    # `wait` makes no daemon call, so the report must read the state.
+    script = Scripted([[("wait", {"duration": 0})]], "browser")  # type: ignore[list-item]
+    mock = MockMessages(KEY, script)
+    try:
+        client = anthropic.Anthropic(api_key=KEY, base_url=mock.base_url, max_retries=0)
+        runner = client.beta.messages.tool_runner(
+            model="claude-mock", max_tokens=1024, messages=[{"role": "user", "content": "go"}], tools=[b]
+        )
+        with pytest.raises(anthropic.AnthropicError) as e:
+            runner.until_done()
+    finally:
+        mock.close()
+    assert "ab" * 32 not in str(e.value)

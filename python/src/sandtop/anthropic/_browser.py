@@ -5,8 +5,8 @@ endpoints (the guest's own Firefox).
 
 Each member maps onto one daemon member (``POST /v1/browser/call``) where
 the semantics match; the differences are listed in docs/contract.md
-("Claude"). ``_browser_state`` reports the tabs of the last reply (or
-``POST /v1/browser/state``). A refusal by the daemon reaches the model in
+("Claude"). ``_browser_state`` reports the tabs the call's reply carried
+(or ``POST /v1/browser/state`` when the call made none). A refusal by the daemon reaches the model in
 our words, chosen by the error code (``sandtop.browser.error_text``), never
 the guest's message. ``url_policy``, ``confirm`` and ``configs`` are the
 SDK's own options; ``origins=[...]`` is a convenience that builds the SDK's
@@ -239,12 +239,11 @@ class Engine:
         return self._state
 
     def state(self, cancelled: Cancel) -> BetaBrowserState:
-        try:
-            tabs = self.tabs(cancelled)
-        except Exception:
-            # The SDK needs a report after every call: no tabs is the honest one.
-            self._state = None
-            return BetaBrowserState(tabs=[])
+        """The report after a call: the tabs the call's own reply carried
+        (used once), else read now. A state that cannot be read raises: the
+        SDK then stops the run (as host-cli's loop does, rule 31)."""
+        tabs = self.tabs(cancelled)
+        self._state = None  # the next report reads the browser again unless a call refreshes it
         return BetaBrowserState(tabs=[_entry(t) for t in tabs])
 
     def _active(self, tab_id: Optional[str], cancelled: Cancel) -> dict[str, Any]:
