@@ -249,3 +249,61 @@ fn only_a_shortcut_followed_by_keys_waits_for_a_reaction() {
         assert!(ev.contains(&Event::React), "{keys:?}: {ev:?}");
     }
 }
+
+/// `mouse_down` leaves its button held past the batch (the one exception to
+/// "nothing stays held", docs/contract.md rule 62); a second press of a held
+/// button and a release of one not held send nothing; a later failure
+/// releases it.
+#[test]
+fn mouse_down_stays_held_until_mouse_up_or_a_failure() {
+    let mut d = FakeDriver::new(Size::new(800, 600));
+    let state = d.state();
+    let mut input = Input::default();
+    let cancel = Cancel::new(Instant::now() + Duration::from_secs(10));
+    let down = steps(serde_json::json!([
+        {"type": "move", "x": 10, "y": 20},
+        {"type": "mouse_down", "button": "left"},
+        {"type": "mouse_down", "button": "left"}
+    ]));
+    run(&mut d, &mut input, &down, &cancel).unwrap();
+    assert!(input.holds_button(1) && !input.is_clear());
+    let up = steps(serde_json::json!([
+        {"type": "mouse_up", "button": "left"},
+        {"type": "mouse_up", "button": "left"}
+    ]));
+    run(&mut d, &mut input, &up, &cancel).unwrap();
+    assert!(input.is_clear());
+    {
+        let s = state.lock().unwrap();
+        let buttons: Vec<&Event> = s
+            .events
+            .iter()
+            .filter(|e| matches!(e, Event::Button(..)))
+            .collect();
+        assert_eq!(buttons, [&Event::Button(1, true), &Event::Button(1, false)]);
+    }
+    // Held again, then a batch that fails while running releases it.
+    run(&mut d, &mut input, &down, &cancel).unwrap();
+    let stopped = Cancel::new(Instant::now());
+    let typing = steps(serde_json::json!([{"type": "type", "text": "abc"}]));
+    run(&mut d, &mut input, &typing, &stopped).unwrap_err();
+    assert!(input.is_clear());
+    let s = state.lock().unwrap();
+    assert_eq!(s.events.last(), Some(&Event::Button(1, false)));
+}
+
+#[test]
+fn hold_key_presses_in_order_and_releases_in_reverse() {
+    let (ev, _) = delivered(serde_json::json!([
+        {"type": "hold_key", "keys": ["SHIFT", "a"], "duration_ms": 5}
+    ]));
+    let (shift, a) = (xkeysym::key::Shift_L, xkeysym::key::a);
+    let keys: Vec<(u32, bool)> = ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::Key(k, down) => Some((*k, *down)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(keys, [(shift, true), (a, true), (a, false), (shift, false)]);
+}
