@@ -40,6 +40,7 @@ pub struct Renderer {
     scaled: Vec<u8>,
     rgb: Vec<u8>,
     encoded: Vec<u8>,
+    png: sandtop_imaging::PngEncoder,
 }
 
 impl std::fmt::Debug for Renderer {
@@ -127,7 +128,7 @@ impl Renderer {
         let t = Instant::now();
         self.encoded.clear();
         match format {
-            ImageFormat::Png => encode_png(&mut self.encoded, &self.rgb, iw, ih)?,
+            ImageFormat::Png => encode_png(&mut self.png, &mut self.encoded, &self.rgb, iw, ih)?,
             ImageFormat::Webp => {
                 image_webp::WebPEncoder::new(&mut self.encoded)
                     .encode(&self.rgb, iw, ih, image_webp::ColorType::Rgb8)
@@ -171,7 +172,7 @@ impl Renderer {
         let t = Instant::now();
         self.encoded.clear();
         match format {
-            FrameFormat::Png => encode_png(&mut self.encoded, &self.rgb, iw, ih)?,
+            FrameFormat::Png => encode_png(&mut self.png, &mut self.encoded, &self.rgb, iw, ih)?,
             FrameFormat::Jpeg => {
                 sandtop_imaging::jpeg_rgb(&mut self.encoded, &self.rgb, (iw, ih), quality)
                     .map_err(|e| RenderError::Encode(e.to_string()))?;
@@ -189,10 +190,16 @@ impl Renderer {
 }
 
 /// PNG, RGB 8-bit, compressed in bands on every core
-/// (`sandtop_imaging::png_rgb`: ~1.3 ms for 1280x720 on two cores where
-/// the png crate's fastest single-threaded mode took ~2.8 ms).
-fn encode_png(out: &mut Vec<u8>, rgb: &[u8], w: u32, h: u32) -> Result<(), RenderError> {
-    sandtop_imaging::png_rgb(out, rgb, (w, h)).map_err(|e| RenderError::Encode(e.to_string()))
+/// ([`sandtop_imaging::PngEncoder`]; BENCHMARKS.md has the figures).
+fn encode_png(
+    png: &mut sandtop_imaging::PngEncoder,
+    out: &mut Vec<u8>,
+    rgb: &[u8],
+    w: u32,
+    h: u32,
+) -> Result<(), RenderError> {
+    png.encode(out, rgb, (w, h))
+        .map_err(|e| RenderError::Encode(e.to_string()))
 }
 
 /// Blends a premultiplied ARGB cursor into a BGRX frame whose top left is

@@ -12,7 +12,7 @@
 
 mod png_bands;
 
-pub use png_bands::png_rgb;
+pub use png_bands::{PngEncoder, png_rgb};
 
 use fast_image_resize as fr;
 use fast_image_resize::pixels::U8x4;

@@ -14,8 +14,9 @@
 //!   crate's.
 //!
 //! Why not `png::Compression::Fast` (fdeflate with adaptive filtering, one
-//! thread): on a 1280x720 screen it takes ~2.6 ms where two bands take
-//! about half that, for files of about the same size (BENCHMARKS.md).
+//! thread): in `sandtopd bench` (1920x1080 -> 1280x720, two cores) PNG and
+//! base64 took 2.59 ms with it and 2.06 ms in bands, and the reply shrank
+//! from 576 kB to 437 kB (BENCHMARKS.md "The floor, round one").
 
 use rayon::prelude::*;
 
@@ -24,63 +25,113 @@ use crate::{Error, Layout, check};
 /// Rows below this many bytes of image are not worth a second thread.
 const MIN_BAND_BYTES: usize = 256 * 1024;
 
-/// Appends `rgb` (`width x height`, packed RGB, 8 bits) to `out` as a PNG,
-/// compressed on up to `rayon::current_num_threads()` threads.
-pub fn png_rgb(out: &mut Vec<u8>, rgb: &[u8], (width, height): (u32, u32)) -> Result<(), Error> {
-    check(Layout::Rgb, rgb, width, height)?;
-    if width == 0 || height == 0 {
-        return Err(Error::Png("an image needs at least one pixel".into()));
-    }
-    let row = width as usize * 3;
-    let rgb = &rgb[..row * height as usize];
-    let by_size = (rgb.len() / MIN_BAND_BYTES).max(1);
-    let bands = rayon::current_num_threads()
-        .min(by_size)
-        .min(height as usize)
-        .max(1);
-    let rows_per_band = (height as usize).div_ceil(bands);
-    let starts: Vec<usize> = (0..height as usize).step_by(rows_per_band).collect();
-    let last = starts.len() - 1;
-    let parts: Vec<Result<(Vec<u8>, Vec<u8>), Error>> = starts
-        .par_iter()
-        .enumerate()
-        .map(|(i, &first)| {
-            let end = (first + rows_per_band).min(height as usize);
-            let filtered = filter_up(rgb, row, first, end);
-            let deflated = deflate_raw(&filtered, i == last)?;
-            Ok((filtered, deflated))
-        })
-        .collect();
-    let mut zlib = Vec::with_capacity(
-        parts
-            .iter()
-            .map(|p| p.as_ref().map_or(0, |p| p.1.len()))
-            .sum::<usize>()
-            + 6,
-    );
-    // CMF 0x78 (deflate, 32 KiB window), FLG 0x01 (fastest; check bits).
-    zlib.extend_from_slice(&[0x78, 0x01]);
-    let mut adler = simd_adler32::Adler32::new();
-    for part in parts {
-        let (filtered, deflated) = part?;
-        adler.write(&filtered);
-        zlib.extend_from_slice(&deflated);
-    }
-    zlib.extend_from_slice(&adler.finish().to_be_bytes());
-
-    let err = |e: png::EncodingError| Error::Png(e.to_string());
-    let mut enc = png::Encoder::new(&mut *out, width, height);
-    enc.set_color(png::ColorType::Rgb);
-    enc.set_depth(png::BitDepth::Eight);
-    let mut writer = enc.write_header().map_err(err)?;
-    writer.write_chunk(png::chunk::IDAT, &zlib).map_err(err)?;
-    writer.finish().map_err(err)
+/// One band's buffers and compressor, kept from one image to the next (a
+/// screenshot a step allocates nothing new once the sizes are seen).
+struct Band {
+    filtered: Vec<u8>,
+    deflated: Vec<u8>,
+    z: flate2::Compress,
 }
 
-/// Rows `first..end` of the image, each behind its filter byte (2, Up),
-/// minus the row above it (zeros above the first row of the image).
-fn filter_up(rgb: &[u8], row: usize, first: usize, end: usize) -> Vec<u8> {
-    let mut out = vec![0u8; (end - first) * (row + 1)];
+impl Band {
+    fn new() -> Band {
+        Band {
+            filtered: Vec::new(),
+            deflated: Vec::new(),
+            z: flate2::Compress::new(flate2::Compression::new(1), false),
+        }
+    }
+}
+
+/// Encodes PNGs on up to `rayon::current_num_threads()` threads, keeping
+/// its buffers between images.
+#[derive(Default)]
+pub struct PngEncoder {
+    bands: Vec<Band>,
+    zlib: Vec<u8>,
+}
+
+impl std::fmt::Debug for PngEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PngEncoder")
+            .field("bands", &self.bands.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PngEncoder {
+    pub fn new() -> PngEncoder {
+        PngEncoder::default()
+    }
+
+    /// Appends `rgb` (`width x height`, packed RGB, 8 bits) to `out` as a
+    /// PNG.
+    pub fn encode(
+        &mut self,
+        out: &mut Vec<u8>,
+        rgb: &[u8],
+        (width, height): (u32, u32),
+    ) -> Result<(), Error> {
+        check(Layout::Rgb, rgb, width, height)?;
+        if width == 0 || height == 0 {
+            return Err(Error::Png("an image needs at least one pixel".into()));
+        }
+        let row = width as usize * 3;
+        let rgb = &rgb[..row * height as usize];
+        let by_size = (rgb.len() / MIN_BAND_BYTES).max(1);
+        let count = rayon::current_num_threads()
+            .min(by_size)
+            .min(height as usize)
+            .max(1);
+        let rows_per_band = (height as usize).div_ceil(count);
+        let count = (height as usize).div_ceil(rows_per_band);
+        while self.bands.len() < count {
+            self.bands.push(Band::new());
+        }
+        let last = count - 1;
+        self.bands[..count]
+            .par_iter_mut()
+            .enumerate()
+            .try_for_each(|(i, band)| {
+                let first = i * rows_per_band;
+                let end = (first + rows_per_band).min(height as usize);
+                filter_up(rgb, row, first, end, &mut band.filtered);
+                band.z.reset();
+                band.deflated.clear();
+                deflate_raw(&mut band.z, &band.filtered, i == last, &mut band.deflated)
+            })?;
+        let zlib = &mut self.zlib;
+        zlib.clear();
+        // CMF 0x78 (deflate, 32 KiB window), FLG 0x01 (fastest; check bits).
+        zlib.extend_from_slice(&[0x78, 0x01]);
+        let mut adler = simd_adler32::Adler32::new();
+        for band in &self.bands[..count] {
+            adler.write(&band.filtered);
+            zlib.extend_from_slice(&band.deflated);
+        }
+        zlib.extend_from_slice(&adler.finish().to_be_bytes());
+
+        let err = |e: png::EncodingError| Error::Png(e.to_string());
+        let mut enc = png::Encoder::new(&mut *out, width, height);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut writer = enc.write_header().map_err(err)?;
+        writer.write_chunk(png::chunk::IDAT, zlib).map_err(err)?;
+        writer.finish().map_err(err)
+    }
+}
+
+/// Appends `rgb` (`width x height`, packed RGB, 8 bits) to `out` as a PNG
+/// (a one-off [`PngEncoder`]).
+pub fn png_rgb(out: &mut Vec<u8>, rgb: &[u8], size: (u32, u32)) -> Result<(), Error> {
+    PngEncoder::new().encode(out, rgb, size)
+}
+
+/// Rows `first..end` of the image into `out`, each behind its filter byte
+/// (2, Up), minus the row above it (zeros above the image's first row).
+fn filter_up(rgb: &[u8], row: usize, first: usize, end: usize, out: &mut Vec<u8>) {
+    out.clear();
+    out.resize((end - first) * (row + 1), 0);
     for (y, dst) in (first..end).zip(out.chunks_exact_mut(row + 1)) {
         dst[0] = 2;
         let cur = &rgb[y * row..(y + 1) * row];
@@ -93,35 +144,38 @@ fn filter_up(rgb: &[u8], row: usize, first: usize, end: usize) -> Vec<u8> {
             }
         }
     }
-    out
 }
 
-/// A raw deflate stream of `data` at level 1: finished when `last`, else
-/// ended by a sync flush (byte-aligned, more blocks may follow).
-fn deflate_raw(data: &[u8], last: bool) -> Result<Vec<u8>, Error> {
-    use flate2::{Compress, Compression, FlushCompress, Status};
-    let mut z = Compress::new(Compression::new(1), false);
-    let mut out = Vec::with_capacity(data.len() / 2 + 1024);
+/// `data` as raw deflate into `out` with `z` (fresh or reset): finished
+/// when `last`, else ended by a sync flush (byte-aligned, more may follow).
+fn deflate_raw(
+    z: &mut flate2::Compress,
+    data: &[u8],
+    last: bool,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
+    use flate2::{FlushCompress, Status};
     let flush = if last {
         FlushCompress::Finish
     } else {
         FlushCompress::Sync
     };
+    out.reserve(data.len() / 2 + 1024);
     loop {
         if out.capacity() - out.len() < 64 {
             out.reserve(out.capacity().max(4096));
         }
         let consumed = usize::try_from(z.total_in()).unwrap_or(usize::MAX);
         let status = z
-            .compress_vec(&data[consumed.min(data.len())..], &mut out, flush)
+            .compress_vec(&data[consumed.min(data.len())..], out, flush)
             .map_err(|e| Error::Png(format!("deflate: {e}")))?;
         let all_in = z.total_in() == data.len() as u64;
         match status {
-            Status::StreamEnd => return Ok(out),
+            Status::StreamEnd => return Ok(()),
             // A flush is complete when all the input went in and the
             // output was not full (zlib's rule for calling again).
             Status::Ok | Status::BufError if !last && all_in && out.len() < out.capacity() => {
-                return Ok(out);
+                return Ok(());
             }
             Status::Ok | Status::BufError => {}
         }
@@ -185,6 +239,17 @@ mod tests {
                 outs.push(out.len());
             }
             eprintln!("{w}x{h}: {outs:?} bytes on 1, 2, 3, 8 threads");
+        }
+    }
+
+    #[test]
+    fn one_encoder_reused_across_sizes_and_band_counts_stays_exact() {
+        let mut enc = PngEncoder::new();
+        for (w, h) in [(1280, 720), (7, 3), (1920, 1080), (1280, 720), (1, 1)] {
+            let rgb = picture(w, h);
+            let mut out = Vec::new();
+            enc.encode(&mut out, &rgb, (w, h)).unwrap();
+            assert_eq!(decode(&out).1, rgb, "{w}x{h}");
         }
     }
 
