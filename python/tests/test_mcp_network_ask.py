@@ -2,6 +2,9 @@
 to the person by form-mode elicitation, driven by the official MCP Python
 SDK against a real guest.
 
+Without form elicitation the origin is denied, and stderr says how to
+allow it.
+
 A local HTTP server (loopback, reached by the host's egress proxy under
 ``--allow-private 127.0.0.1/32`` and a pinned name) serves a page with a
 marker. The person approves the browser calls; their answer to the origin
@@ -21,6 +24,7 @@ import json
 import os
 import sys
 import threading
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -29,7 +33,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 pytest.importorskip("mcp")
 
-from mcp import Client  # noqa: E402
+from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp import types as mt  # noqa: E402
 
 from test_mcp import World, call, run, structured, world  # noqa: E402,F401
@@ -37,6 +41,7 @@ from test_mcp import World, call, run, structured, world  # noqa: E402,F401
 NAME = "origin.test"
 MARKER = f"origin-marker-{os.getpid()}"
 SECRET_PATH = f"/secret-path-{os.getpid()}"
+RELAY = Path(__file__).with_name("mcp_relay.py")
 
 
 class Page:
@@ -97,8 +102,9 @@ class Person:
         return mt.ElicitResult(action="accept", content={"approve": True})
 
 
-def session(world: World, page: Page, person: Person) -> dict[str, Any]:
+def session(world: World, page: Page, person: Person | None, *extra: str, relay: Path | None = None) -> dict[str, Any]:
     server = world.server(
+        *extra,
         "--network",
         "ask",
         "--allow-private",
@@ -108,6 +114,9 @@ def session(world: World, page: Page, person: Person) -> dict[str, Any]:
         "--url-policy",
         page.origin,
     )
+    if relay is not None:
+        # Behind test_mcp_sign_in's relay, which keeps the server's stderr.
+        server = StdioServerParameters(command=sys.executable, args=[str(RELAY), str(relay), server.command, *server.args], env=server.env)
 
     async def go() -> dict[str, Any]:
         got: dict[str, Any] = {}
@@ -143,5 +152,32 @@ def test_a_declined_origin_stays_refused_and_the_page_never_gets_the_content(wor
     got = session(world, page, person)
     # Asked once: the decline lasts for the session.
     assert len(person.origin_questions) == 1, person.origin_questions
+    assert page.hits == [], page.hits
+    assert MARKER not in text_of(got["read"])
+
+
+def test_without_form_elicitation_the_origin_is_denied_saying_how_to_allow_it(
+    world: World, page: Page, tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"approve_browser_members": ["navigate"]}))
+    rec = tmp_path / "run"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    got = session(world, page, None, "--approve-policy", str(policy), "--record", str(rec), relay=logs)
+    err = (logs / "stderr").read_text()
+    assert page.hits == [], page.hits
+    assert MARKER not in text_of(got["read"])
+    assert f"--network allow:{page.origin}" in err, err
+    lines = [json.loads(x) for f in rec.rglob("*.jsonl") for x in f.read_text().splitlines() if x.strip()]
+    asked = [x for x in lines if x.get("kind") == "origin_question"]
+    assert asked and all(x["answer"] == "deny" and x["origin"] == page.origin for x in asked), asked
+
+
+def test_a_cancelled_question_refuses_that_request_only(world: World, page: Page) -> None:
+    person = Person("cancel")
+    got = session(world, page, person)
+    # Not remembered: the next load asks again, and nothing got through.
+    assert len(person.origin_questions) >= 2, person.origin_questions
     assert page.hits == [], page.hits
     assert MARKER not in text_of(got["read"])
