@@ -112,7 +112,7 @@ pub enum Action {
     /// `left_mouse_down`): press `button` where the pointer is and leave it
     /// held after the batch, until a `mouse_up`, a failed batch, the
     /// daemon's stop, or [`limits::HELD_BUTTON_IDLE_MS`] without a request
-    /// (docs/contract.md rule 65).
+    /// (docs/contract.md rule 66).
     MouseDown {
         button: Button,
     },

@@ -24,6 +24,27 @@ pub struct InUse {
     _lock: RunLock,
     pub channel: Option<Channel>,
     pub started_here: bool,
+    /// With `--network ask`: the person attached to its egress proxy
+    /// (stopped when the guest leaves this server).
+    _egress: Option<Detach>,
+}
+
+/// Stops the attachment to a guest's proxy when dropped.
+#[derive(Debug)]
+struct Detach(tokio::task::JoinHandle<()>);
+
+impl Drop for Detach {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Where a guest's origin questions go (`--network ask`): who is asked,
+/// and the run folder that records them.
+#[derive(Debug, Clone)]
+pub struct OriginQuestions {
+    pub asker: std::sync::Arc<super::origins::Asker>,
+    pub run: std::path::PathBuf,
 }
 
 impl InUse {
@@ -48,17 +69,23 @@ pub struct Guests {
     /// The default guest: the bound one, else the last one started.
     current: Option<String>,
     in_use: BTreeMap<String, InUse>,
+    origins: Option<OriginQuestions>,
 }
 
 impl Guests {
     /// With `--session NAME`: that session must exist and run, and its
     /// lock is taken now (a run on it is refused before any tool runs).
-    pub async fn new(store: Store, bound: Option<&str>) -> anyhow::Result<Guests> {
+    pub async fn new(
+        store: Store,
+        bound: Option<&str>,
+        origins: Option<OriginQuestions>,
+    ) -> anyhow::Result<Guests> {
         let mut g = Guests {
             store,
             bound: bound.map(str::to_string),
             current: bound.map(str::to_string),
             in_use: BTreeMap::new(),
+            origins,
         };
         if let Some(name) = bound {
             let dir = g.store.get(name)?;
@@ -79,6 +106,19 @@ impl Guests {
         started_here: bool,
     ) -> anyhow::Result<()> {
         let lock = crate::agent::cmd::hold_session(&dir, "host-cli mcp")?;
+        // The seam `run --network ask` answers through: the session's
+        // proxy asks, the person answers (mcp/origins.rs).
+        let egress = match (&self.origins, rec.egress_pid) {
+            (Some(o), Some(_)) => {
+                let paths = crate::egress::service::Paths::new(&dir.path, &dir.guest_path());
+                Some(Detach(super::origins::attach(
+                    paths.control,
+                    std::sync::Arc::clone(&o.asker),
+                    o.run.clone(),
+                )))
+            }
+            _ => None,
+        };
         self.in_use.insert(
             rec.name.clone(),
             InUse {
@@ -87,6 +127,7 @@ impl Guests {
                 _lock: lock,
                 channel: None,
                 started_here,
+                _egress: egress,
             },
         );
         Ok(())
@@ -255,9 +296,15 @@ pub fn network_within(
                 resolve: operator.resolve.clone(),
             })
         }
+        // `ask`: the operator's own ask (its allow list and its questions
+        // to the person), nothing more.
+        (NetworkMode::Ask { origins }, NetworkMode::Ask { .. }) if origins.is_empty() => {
+            Ok(operator.clone())
+        }
         _ => Err(
-            "network: only `none`, or `allow:` with origins the operator allowed \
-             (host-cli mcp --network allow:...), may be asked for"
+            "network: only `none`, `allow:` with origins the operator allowed \
+             (host-cli mcp --network allow:...), or `ask` when the operator chose \
+             --network ask, may be asked for"
                 .into(),
         ),
     }

@@ -53,6 +53,7 @@ pub mod guests;
 pub mod http;
 pub mod journal;
 pub mod logging;
+pub mod origins;
 pub mod sign_in;
 pub mod sign_in_page;
 pub mod tools;
@@ -130,8 +131,10 @@ pub struct McpArgs {
     pub record: Option<PathBuf>,
     #[command(flatten)]
     pub guest: crate::guest::options::GuestArgs,
-    /// The most network `sandtop_guest_start` may give a guest (`none`,
-    /// or `allow:ORIGIN[,...]`: the tool may ask for `none` or a subset).
+    /// The most network `sandtop_guest_start` may give a guest (`none`;
+    /// `allow:ORIGIN[,...]`: the tool may ask for `none` or a subset;
+    /// `ask[:ORIGIN,...]`: the tool may ask for `none` or `ask`, and new
+    /// origins are asked of the person by form elicitation).
     #[command(flatten)]
     pub net: crate::egress::service::NetworkArgs,
 }
@@ -155,6 +158,8 @@ pub struct Server {
     pub(crate) sign_ins: Arc<std::sync::Mutex<sign_in::Waits>>,
     /// The level `logging/setLevel` set.
     pub(crate) log_level: Arc<logging::Threshold>,
+    /// Who the egress proxies' origin questions go to (`--network ask`).
+    pub(crate) origins: Arc<origins::Asker>,
 }
 
 impl std::fmt::Debug for Server {
@@ -241,21 +246,23 @@ pub async fn serve(a: McpArgs) -> anyhow::Result<ExitCode> {
         .map(crate::agent::sign_in::Credentials::open)
         .transpose()?;
     let network = a.net.config();
+    let asks = matches!(network.mode, crate::egress::policy::NetworkMode::Ask { .. });
     if !matches!(
         network.mode,
-        crate::egress::policy::NetworkMode::None | crate::egress::policy::NetworkMode::Allow { .. }
+        crate::egress::policy::NetworkMode::None
+            | crate::egress::policy::NetworkMode::Allow { .. }
+            | crate::egress::policy::NetworkMode::Ask { .. }
     ) {
         anyhow::bail!(
-            "host-cli mcp: --network is `none` or `allow:ORIGIN[,...]` (an `ask` question has no \
-             terminal here, and `open` is unfiltered)"
+            "host-cli mcp: --network is `none`, `allow:ORIGIN[,...]` or `ask[:ORIGIN,...]` \
+             (`open` is unfiltered)"
         );
     }
     if a.backend != BackendKind::Docker && network.mode != crate::egress::policy::NetworkMode::None
     {
-        anyhow::bail!("host-cli mcp: --network allow: applies to the docker backend");
+        anyhow::bail!("host-cli mcp: --network allow: and ask apply to the docker backend");
     }
     let store = Store::open()?;
-    let guests = guests::Guests::new(store.clone(), a.session.as_deref()).await?;
     let run = a.record.clone().unwrap_or_else(|| {
         store.root().join("runs").join(format!(
             "mcp-{}-{}",
@@ -263,6 +270,12 @@ pub async fn serve(a: McpArgs) -> anyhow::Result<ExitCode> {
             std::process::id()
         ))
     });
+    let asker = Arc::new(origins::Asker::default());
+    let questions = asks.then(|| guests::OriginQuestions {
+        asker: Arc::clone(&asker),
+        run: run.clone(),
+    });
+    let guests = guests::Guests::new(store.clone(), a.session.as_deref(), questions).await?;
     let journal = journal::Journal::create(&run, a.session.as_deref())?;
     eprintln!("host-cli mcp: recording to {}", run.display());
     let server = Server {
@@ -284,6 +297,7 @@ pub async fn serve(a: McpArgs) -> anyhow::Result<ExitCode> {
         pending: Arc::default(),
         sign_ins: Arc::default(),
         log_level: Arc::default(),
+        origins: asker,
     };
     let served = match a.http {
         Some(addr) => http::serve(server.clone(), addr, a.token_file.clone(), store.root())
@@ -367,6 +381,9 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = std::time::Instant::now();
+        // The person behind this client answers the origin questions of
+        // the pages this call loads (`--network ask`).
+        self.origins.note(&context);
         let name = request.name.to_string();
         let r = self.dispatch(&request, &context).await;
         // What happened, in the server's words: the tool, how it ended,

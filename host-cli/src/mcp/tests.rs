@@ -238,6 +238,15 @@ fn network_is_none_or_within_the_operators_allow_list() {
     let e = network_within(Some("allow:https://evil.test"), &allow).unwrap_err();
     assert!(e.contains("https://evil.test"), "{e}");
     assert!(network_within(Some("ask"), &allow).is_err());
+    // `ask` only when the operator asks, and then exactly the operator's.
+    let ask = op("ask:https://example.com");
+    assert_eq!(network_within(Some("ask"), &ask).unwrap(), ask);
+    assert!(network_within(Some("ask:https://evil.test"), &ask).is_err());
+    assert!(network_within(Some("allow:https://example.com"), &ask).is_err());
+    assert_eq!(
+        network_within(None, &ask).unwrap().mode,
+        crate::egress::policy::NetworkMode::None
+    );
 }
 
 #[test]

@@ -214,7 +214,7 @@ pub fn all(cfg: &Config) -> Vec<Tool> {
                 "properties": {
                     "name": {"type": "string", "description": "Session name (default: generated)."},
                     "screen": {"type": "string", "pattern": "^[0-9]+x[0-9]+$", "description": "Screen size WIDTHxHEIGHT (default 1280x800)."},
-                    "network": {"type": "string", "description": "`none` (default), or `allow:ORIGIN[,ORIGIN...]` within what the operator allowed."},
+                    "network": {"type": "string", "description": "`none` (default), `allow:ORIGIN[,ORIGIN...]` within what the operator allowed, or `ask` when the operator chose --network ask (new origins are asked of the person, never of the model)."},
                 },
                 "additionalProperties": false,
             }),

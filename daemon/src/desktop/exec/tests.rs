@@ -251,7 +251,7 @@ fn only_a_shortcut_followed_by_keys_waits_for_a_reaction() {
 }
 
 /// `mouse_down` leaves its button held past the batch (the one exception to
-/// "nothing stays held", docs/contract.md rule 65); a second press of a held
+/// "nothing stays held", docs/contract.md rule 66); a second press of a held
 /// button and a release of one not held send nothing; a later failure
 /// releases it.
 #[test]
