@@ -390,6 +390,15 @@ async fn frame(
             reply: tx,
         })
         .map_err(ApiError)?;
+    read_reply(&state, rx).await
+}
+
+/// The reply of a read the desktop task runs without the input gate (a
+/// frame, the pointer's position), as JSON, within the deadline.
+async fn read_reply<T: serde::Serialize>(
+    state: &ApiState,
+    rx: tokio::sync::oneshot::Receiver<Result<T, ErrorBody>>,
+) -> Result<Response, ApiError> {
     match tokio::time::timeout(state.deadline + REPLY_GRACE, rx).await {
         Ok(Ok(Ok(reply))) => json_bytes(serde_json::to_vec(&reply)),
         Ok(Ok(Err(e))) => Err(ApiError(e)),
@@ -418,18 +427,7 @@ async fn cursor(
         .desktop
         .send(Job::Cursor { options, reply: tx })
         .map_err(ApiError)?;
-    match tokio::time::timeout(state.deadline + REPLY_GRACE, rx).await {
-        Ok(Ok(Ok(reply))) => json_bytes(serde_json::to_vec(&reply)),
-        Ok(Ok(Err(e))) => Err(ApiError(e)),
-        Ok(Err(_)) => Err(ApiError(ErrorBody::new(
-            ErrorCode::Internal,
-            "the desktop task dropped the request",
-        ))),
-        Err(_) => Err(ApiError(ErrorBody::new(
-            ErrorCode::Timeout,
-            "the display did not answer in time",
-        ))),
-    }
+    read_reply(&state, rx).await
 }
 
 /// Runs a browser job under the input gate (a browser call and a computer
