@@ -274,7 +274,7 @@ ROOTFS="$CONTEXT/rootfs"
 # COPY would replace the symlink with a directory.
 mkdir -p "$ROOTFS/etc/xdg/openbox" "$ROOTFS/etc/xdg/tint2" "$ROOTFS/usr/share/sandtop/applications" \
     "$ROOTFS/usr/share/firefox-esr/distribution" "$ROOTFS/etc/firefox-esr" "$ROOTFS/usr/local/bin" \
-    "$ROOTFS/usr/lib/sandtop"
+    "$ROOTFS/usr/lib/sandtop" "$ROOTFS/etc/gtk-3.0"
 chmod -R 0755 "$CONTEXT"
 cp "$DOCKERFILE" "$CONTEXT/Dockerfile"
 install -m 0644 "$PACKAGES_FILE" "$CONTEXT/packages.txt"
@@ -283,6 +283,7 @@ install -m 0644 "$ROOT/guest-image/firefox/policies.json" "$ROOTFS/usr/share/fir
 # What a policy may not set, as locked default preferences: Debian's Firefox
 # reads every file of /etc/firefox-esr (browser/defaults/syspref links there).
 install -m 0644 "$ROOT/guest-image/firefox/sandtop-prefs.js" "$ROOTFS/etc/firefox-esr/sandtop.js"
+install -m 0644 "$ROOT/guest-image/gtk/settings.ini" "$ROOTFS/etc/gtk-3.0/settings.ini"
 install -m 0644 "$ROOT/guest-image/tint2/sandtop.tint2rc" "$ROOTFS/etc/xdg/tint2/"
 install -m 0644 "$ROOT"/guest-image/tint2/applications/*.desktop "$ROOTFS/usr/share/sandtop/applications/"
 install -m 0755 "$ROOT/guest-image/sandtop-entry" "$ROOTFS/usr/local/bin/sandtop-entry"

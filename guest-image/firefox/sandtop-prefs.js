@@ -7,3 +7,18 @@
 pref("app.normandy.enabled", false, locked);
 pref("app.normandy.api_url", "", locked);
 pref("general.useragent.updates.enabled", false, locked);
+
+// A screen that holds still (issue 31, replay): GTK's overlay scrollbars
+// appear on a page's load and fade out a second later, so the same page
+// looks different depending on when it is looked at, by a model or by a
+// replay comparing it with a recording. Shown always, they look the same
+// at every moment (and a model sees that the page scrolls). The scrollbar
+// stays an overlay: the page's layout does not change.
+pref("layout.testing.overlay-scrollbars.always-visible", true, locked);
+// The browser's own cosmetic animations (tabs opening, toolbar buttons) off:
+// pages still see no difference (prefers-reduced-motion is untouched).
+pref("toolkit.cosmeticAnimations.enabled", false, locked);
+// The address bar greys the scheme and port of a URL some time after a
+// page has loaded (seen: a screenshot with the whole URL dark, the next
+// with "http://" and ":8080" grey): one look at every moment.
+pref("browser.urlbar.formatting.enabled", false, locked);
