@@ -15,9 +15,10 @@ pref("general.useragent.updates.enabled", false, locked);
 // at every moment (and a model sees that the page scrolls). The scrollbar
 // stays an overlay: the page's layout does not change.
 pref("layout.testing.overlay-scrollbars.always-visible", true, locked);
-// The browser's own cosmetic animations (tabs opening, toolbar buttons) off:
-// pages still see no difference (prefers-reduced-motion is untouched).
-pref("toolkit.cosmeticAnimations.enabled", false, locked);
+// The browser's cosmetic animations stay on: the tab's spinning throbber
+// keeps the screen changing while a page loads, so a `wait` (which ends on
+// a quiet screen) lasts until the page has loaded; with them off the
+// throbber is a still hourglass and a wait ended mid-load.
 // The address bar greys the scheme and port of a URL some time after a
 // page has loaded (seen: a screenshot with the whole URL dark, the next
 // with "http://" and ":8080" grey): one look at every moment.

@@ -14,7 +14,9 @@
 //!    still starting gets more), never past `--patience-cap`; what shows after the `wait`-only inputs that
 //!    follow an input is a matter of time, so the screen may also match
 //!    the recorded one of such a later input (a faster guest), and the
-//!    replay skips ahead.
+//!    replay skips ahead; it may match one recorded after the next input
+//!    (the recording caught a screen still changing, which the replay has
+//!    passed), and the replay sends that input next ([`candidates`]).
 //! 4. The first divergence stops it: the step, the regions that differ,
 //!    both screenshots in the output folder; exit 7. Exit 0 only when every
 //!    compared step matched; 1 on an error.
@@ -229,16 +231,30 @@ impl Replayer<'_> {
             };
             match self.compare(ch, shot, k, options).await? {
                 Compared::Same(j, shot) => {
+                    // The input to send next: after the one matched, or,
+                    // when the screen was one recorded past the next
+                    // input, that input (it still has to run).
+                    let next = match next_input(inputs, k, self.until) {
+                        Some(n) if j >= n => n,
+                        _ => j + 1,
+                    };
                     // For `host-cli report RUN --replay OUT`: the screen
                     // after this input (and after the waits it caught up).
-                    for i in &inputs[k..=j] {
+                    for i in &inputs[k..next.min(j + 1)] {
                         save(
                             self.out,
                             &crate::report::replayed_name(i.step, &i.who),
                             &shot,
                         )?;
                     }
-                    if j > k {
+                    if next <= j {
+                        crate::out!(
+                            "step {:>3} {}: matches the screen recorded at step {}, after the next input (the recording caught the screen still changing before it)",
+                            input.step,
+                            input.who,
+                            inputs[j].step
+                        );
+                    } else if j > k {
                         crate::out!(
                             "step {:>3} {}: matches the screen recorded at step {} (its waits passed sooner)",
                             input.step,
@@ -248,7 +264,7 @@ impl Replayer<'_> {
                     } else {
                         crate::out!("step {:>3} {}: same screen", input.step, input.who);
                     }
-                    k = j + 1;
+                    k = next;
                 }
                 Compared::Diverged(regions, waited) => {
                     let list: Vec<String> = regions
@@ -289,9 +305,10 @@ impl Replayer<'_> {
         Ok(())
     }
 
-    /// The screen after input `k` against the recorded one, and, after
-    /// waits, the later recorded ones of the same stretch of waits; taken
-    /// again until one matches or the patience runs out.
+    /// The screen after input `k` against the recorded one and the later
+    /// ones it may match ([`candidates`]: those recorded in another
+    /// coordinate space, the model's against the operator's, are not
+    /// compared); taken again until one matches or the patience runs out.
     async fn compare(
         &self,
         ch: &mut Channel,
@@ -300,16 +317,12 @@ impl Replayer<'_> {
         options: ScreenshotOptions,
     ) -> anyhow::Result<Compared> {
         let inputs = &self.plan.inputs;
-        // What shows after the waits that followed input k is a matter of
-        // time: a faster guest may show it already.
-        let mut candidates = vec![k];
-        candidates.extend(
-            (k + 1..inputs.len())
-                .take_while(|&j| inputs[j].waits_only() && inputs[j].after.is_some())
-                .filter(|&j| self.until.is_none_or(|u| inputs[j].step <= u)),
-        );
         let mut recorded = Vec::new();
-        for &j in &candidates {
+        let space = |i: &plan::Input| i.expect.map(|m| m.image);
+        for j in candidates(inputs, k, self.until)
+            .into_iter()
+            .filter(|&j| space(&inputs[j]) == space(&inputs[k]))
+        {
             let file = inputs[j].after.as_deref().unwrap_or_default();
             recorded.push((j, self.recorded(file, shot.scale_map.image)?));
         }
@@ -370,6 +383,51 @@ impl Replayer<'_> {
             .with_context(|| format!("reading {file} from the run folder"))?;
         decode_png(&bytes, size).map_err(|e| anyhow::anyhow!("{file}: {e}"))
     }
+}
+
+/// The waits-only inputs right after input `k` that have a recorded
+/// screen (within `until`): the end of the stretch whose screens are a
+/// matter of time.
+fn waits_after(inputs: &[plan::Input], k: usize, until: Option<u32>) -> usize {
+    let mut end = k;
+    while end + 1 < inputs.len()
+        && inputs[end + 1].waits_only()
+        && inputs[end + 1].after.is_some()
+        && until.is_none_or(|u| inputs[end + 1].step <= u)
+    {
+        end += 1;
+    }
+    end
+}
+
+/// The input after input `k`'s stretch of waits (see [`candidates`]),
+/// when there is one to replay with a recorded screen.
+fn next_input(inputs: &[plan::Input], k: usize, until: Option<u32>) -> Option<usize> {
+    let n = waits_after(inputs, k, until) + 1;
+    (n < inputs.len() && inputs[n].after.is_some() && until.is_none_or(|u| inputs[n].step <= u))
+        .then_some(n)
+}
+
+/// The recorded screens (indices of `inputs`) that the screen after input
+/// `k` may match, in the order they are tried:
+///
+/// 1. its own;
+/// 2. those after the waits-only inputs that follow it: what shows after
+///    a wait is a matter of time, and a faster guest may show it already;
+/// 3. those after the next input and its own waits: a recording that
+///    caught the screen still changing (a page still loading, a window's
+///    title not yet updated: on a loaded machine, for seconds) shows a
+///    screen that a faster replay has already passed, and the screen it
+///    settled on shows in the recording only after the next input, when
+///    that input had not changed it yet (a program it starts still
+///    starting). The replay then sends that input, whose screen is
+///    compared in turn: no input goes unchecked.
+fn candidates(inputs: &[plan::Input], k: usize, until: Option<u32>) -> Vec<usize> {
+    let mut out: Vec<usize> = (k..=waits_after(inputs, k, until)).collect();
+    if let Some(n) = next_input(inputs, k, until) {
+        out.extend(n..=waits_after(inputs, n, until));
+    }
+    out
 }
 
 /// How long a replay waits for a screen: `patience` from the screen's
@@ -490,6 +548,8 @@ fn save(dir: &Path, name: &str, s: &Screenshot) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use sandtop_protocol::Action;
+
     use super::*;
 
     #[test]
@@ -514,6 +574,53 @@ mod tests {
         // A cap below the patience is the patience.
         let w = Patience::new(s(15), s(5)).start(t0);
         assert_eq!(w.deadline(), t0 + s(15));
+    }
+
+    /// Inputs of steps 1.. from a pattern: `w` waits only, `i` an input
+    /// (a key), `-` waits only with no recorded screen.
+    fn inputs(pattern: &str) -> Vec<plan::Input> {
+        pattern
+            .chars()
+            .enumerate()
+            .map(|(n, c)| plan::Input {
+                step: n as u32 + 1,
+                who: format!("call_{}", n + 1),
+                actions: vec![if c == 'i' {
+                    Action::Keypress {
+                        keys: vec!["ENTER".into()],
+                    }
+                } else {
+                    Action::Wait {}
+                }],
+                expect: None,
+                after: (c != '-').then(|| format!("step-{:03}.png", n + 1)),
+                at_ms: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_screen_may_match_later_waits_and_past_one_input_never_two() {
+        // i0 w1 w2 i3 w4 i5 i6
+        let all = inputs("iwwiwii");
+        // Its own, its waits, then the next input and that input's waits.
+        assert_eq!(candidates(&all, 0, None), vec![0, 1, 2, 3, 4]);
+        assert_eq!(next_input(&all, 0, None), Some(3));
+        assert_eq!(candidates(&all, 1, None), vec![1, 2, 3, 4]);
+        assert_eq!(candidates(&all, 3, None), vec![3, 4, 5]);
+        // Two inputs in a row: one past the next, never two.
+        assert_eq!(candidates(&all, 5, None), vec![5, 6]);
+        // The last input: its own only.
+        assert_eq!(candidates(&all, 6, None), vec![6]);
+        assert_eq!(next_input(&all, 6, None), None);
+        // `--until` ends the stretch (steps are 1-based: step 3 is index 2).
+        assert_eq!(candidates(&all, 0, Some(3)), vec![0, 1, 2]);
+        assert_eq!(next_input(&all, 0, Some(3)), None);
+        // A wait with no recorded screen ends the stretch, and nothing past
+        // it is tried.
+        let gap = inputs("iw-wi");
+        assert_eq!(candidates(&gap, 0, None), vec![0, 1]);
+        assert_eq!(next_input(&gap, 0, None), None);
     }
 
     #[test]

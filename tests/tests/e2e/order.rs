@@ -225,7 +225,7 @@ pub(crate) async fn submissions(g: &Guest) -> anyhow::Result<Vec<Value>> {
 
 /// A small xterm in the bottom right corner takes the focus (a newly
 /// mapped window gets it), away from the form; the previous one goes.
-async fn focus_elsewhere(g: &Guest) -> anyhow::Result<()> {
+async fn focus_elsewhere(ch: &mut Channel, g: &Guest) -> anyhow::Result<()> {
     let r = g
         .exec(&[
             "/bin/sh",
@@ -247,9 +247,25 @@ async fn focus_elsewhere(g: &Guest) -> anyhow::Result<()> {
             .then_some(())
     })
     .await?;
-    // Mapped and focused by the window manager shortly after it starts.
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    Ok(())
+    // Mapped and focused by the window manager a moment after it starts
+    // (seconds on a loaded machine: a fixed pause let the xterm take the
+    // focus in the middle of the next form's batch). Firefox, maximised,
+    // owns the title bar across the top: openbox draws it blue while
+    // Firefox has the focus, grey once the xterm took it.
+    let end = Instant::now() + LONG;
+    loop {
+        let f = screen(ch).await?;
+        let [r, _, b] = px(&f, 300, 6);
+        if u16::from(b) < u16::from(r) + 30 {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < end,
+            "the xterm never took the focus from Firefox (the last screen: {})",
+            keep(&f, "focus")
+        );
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
 }
 
 /// Test-only load: two busy loops (the guest has two CPUs), for ten
@@ -298,7 +314,7 @@ pub(crate) async fn batched_form_input_lands_in_each_field(ctx: Arc<Ctx>) -> any
                 Condition::Busy => rep % 2 == 0,
             };
             if unfocus {
-                focus_elsewhere(&g).await?;
+                focus_elsewhere(&mut ch, &g).await?;
             }
             let (name, email, message) = (
                 format!("name-{tag}"),
