@@ -70,6 +70,7 @@ mod boundary;
 #[path = "e2e/desktop.rs"]
 mod desktop;
 use boundary::{
+    a_non_root_guest_folder_is_capped_and_gc_leaves_nothing,
     gc_removes_only_what_its_own_user_left, other_host_users_cannot_reach_a_guest,
     the_guest_folder_is_capped_noexec_and_anonymous,
     the_other_uid_cases_pass_from_a_checkout_in_a_private_folder,
@@ -109,6 +110,7 @@ fn main() -> ExitCode {
             browser_fills_the_demo_form_through_refs,
             other_host_users_cannot_reach_a_guest,
             the_guest_folder_is_capped_noexec_and_anonymous,
+            a_non_root_guest_folder_is_capped_and_gc_leaves_nothing,
             gc_removes_only_what_its_own_user_left,
             the_other_uid_cases_pass_from_a_checkout_in_a_private_folder,
             the_desktop_shows_a_panel_whose_launchers_open_apps,

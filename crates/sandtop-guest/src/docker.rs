@@ -9,15 +9,20 @@
 //! 3. The guest runs as [`GUEST_UID`](super::ids::GUEST_UID), a uid no host account has: `start`
 //!    refuses when one does ([`check_guest_ids_unused`]). The session folder
 //!    gets `guest/` with a copy of the token, which must be writable by
-//!    the guest's uid: when host-cli runs as root it is chowned to it (0700,
-//!    token 0400); for any other host user `guest/` is made 0777 and the
-//!    token 0644, which stays private because every folder above it (the
-//!    state directory, `sessions/`, the session folder) is 0700 and owned
-//!    by that user. (In that last case the host cannot open the daemon's
-//!    socket, which the daemon creates 0600 as the guest's uid, so the
-//!    channel falls back to the exec path.) Once the daemon answers, the
-//!    copy of the token is removed from `guest/`: the daemon read it at
-//!    its start and nothing in the guest needs it again.
+//!    the guest's uid: when host-cli runs as root it is a tmpfs chowned to
+//!    it (0700, token 0400); for any other host user `guest/` stays 0700
+//!    and that user's, and only the token copy is made 0644, which stays
+//!    private because every folder above it (the state directory,
+//!    `sessions/`, the session folder) is 0700 and owned by that user;
+//!    the guest sees that token, and the egress socket, as single-file
+//!    read-only binds in the engine's tmpfs
+//!    ([`GuestFolder`](crate::session::guest_folder::GuestFolder), issue 30
+//!    item 7; the egress proxy is started first so that its socket exists).
+//!    (In that last case the daemon's socket exists only in the guest, so
+//!    the channel takes the exec path.) Once the daemon answers, the copy
+//!    of the token is removed from `guest/` (emptied first when it is
+//!    bound as one file): the daemon read it at its start and nothing in
+//!    the guest needs it again.
 //! 4. The container is created ([`DockerBackend::create_body`]): the image's
 //!    tini as PID 1 (Docker's `init` stays off: it would put a second init
 //!    in front of tini), the guest's uid, every capability dropped,
@@ -26,9 +31,10 @@
 //!    on `/tmp` and `/home/user` (everything the guest executes comes from
 //!    the image), memory with swap equal to it, pids, CPU and shm limits,
 //!    no core dumps, network `none`, no published ports, no devices, and
-//!    one mount: `guest/` on `/run/sandtop`, which is (as root) a tmpfs of
-//!    its own, 1 MiB, `noexec`
-//!    ([`mount_guest_folder`](crate::session::guest_folder::mount_guest_folder)). The environment is
+//!    `/run/sandtop`: as root `guest/`, a tmpfs of its own, 1 MiB, `noexec`
+//!    ([`mount_guest_folder`](crate::session::guest_folder::mount_guest_folder));
+//!    for any other user the engine's tmpfs of the same bounds with the
+//!    token and the egress socket bound in read-only. The environment is
 //!    `SANDTOP_SCREEN` and nothing of the host's (no API key, no token).
 //!    Labels: `sandtop.session=NAME` and `sandtop.session-dir=FOLDER`, so
 //!    that `guest gc` can find the session folder of any container, and
@@ -38,6 +44,10 @@
 //!    ([`channel`]), at most `ready_timeout`. On failure the tail of the
 //!    container's log is shown and the container is removed; Ctrl-C,
 //!    SIGTERM and SIGHUP during the start remove it too.
+//!
+//! A folder this user cannot remove because a guest of the old layout
+//! wrote there is emptied as the guest's uid in a throwaway container
+//! ([`DockerBackend::empty_as_guest`], `sweep`).
 //!
 //! `stop` stops with a short grace period and removes the container;
 //! `gc_containers` removes containers of this host and user (root: of any
@@ -49,6 +59,7 @@ mod exec;
 mod gc;
 mod lifecycle;
 mod spec;
+mod sweep;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,7 +75,7 @@ pub use self::gc::{host_id, not_ours, session_labels};
 use super::ids::check_guest_ids_unused;
 use super::limits::Limits;
 use super::{Backend, GuestError, Result, StartRequest};
-use crate::session::guest_folder::prepare_guest_dir;
+use crate::session::guest_folder::{GuestFolder, prepare_guest_dir};
 use crate::session::{SessionDir, SessionRecord};
 use sandtop_channel::Connect;
 use sandtop_hostkit::secret::Secret;
@@ -262,11 +273,32 @@ impl Backend for DockerBackend {
         check_guest_ids_unused()?;
         self.image_info().await?;
         prepare_guest_dir(dir)?;
+        // The engine's layout binds the egress socket into the guest as a
+        // single file, so it must exist before the container is created.
+        let egress = if GuestFolder::for_this_process() == GuestFolder::EngineTmpfs
+            && req.network.mode.uses_proxy()
+        {
+            Some(
+                crate::start_egress(dir, req)
+                    .await
+                    .map_err(GuestError::Egress)?,
+            )
+        } else {
+            None
+        };
         let create_sent = Arc::new(AtomicBool::new(false));
         let outcome = until_interrupted(self.start_inner(dir, req, &create_sent)).await;
         let sent = create_sent.load(Ordering::Acquire);
+        if !matches!(outcome, Ok(Ok(_)))
+            && let Some(pid) = egress
+        {
+            sandtop_egress::service::stop(pid);
+        }
         match outcome {
-            Ok(Ok(rec)) => Ok(rec),
+            Ok(Ok(mut rec)) => {
+                rec.egress_pid = egress;
+                Ok(rec)
+            }
             Ok(Err(e)) => {
                 if sent {
                     self.remove_created(dir, &req.name, false).await;

@@ -272,14 +272,11 @@ pub async fn start<B: Backend>(
     };
     rec.network = (req.network.mode != sandtop_egress::policy::NetworkMode::None)
         .then(|| req.network.clone());
-    if req.network.mode.uses_proxy() {
+    if req.network.mode.uses_proxy() && rec.egress_pid.is_none() {
         // The guest's relay connects per connection, so the proxy can come
-        // up after the container.
-        let paths = sandtop_egress::service::Paths::new(&dir.path, &dir.guest_path());
-        let owner = rustix::process::geteuid()
-            .is_root()
-            .then_some((ids::GUEST_UID, ids::GUEST_GID));
-        match sandtop_egress::service::start(&paths, &req.network, owner).await {
+        // up after the container (a backend that binds its socket into the
+        // guest started it already).
+        match start_egress(&dir, req).await {
             Ok(pid) => rec.egress_pid = Some(pid),
             Err(e) => {
                 dir.save(&rec)?;
@@ -290,6 +287,19 @@ pub async fn start<B: Backend>(
     }
     dir.save(&rec)?;
     Ok(rec)
+}
+
+/// Starts a session's egress proxy, listening on `guest/egress.sock`
+/// (owned by the guest's uid when host-cli is root); its pid.
+pub(crate) async fn start_egress(
+    dir: &SessionDir,
+    req: &StartRequest,
+) -> std::result::Result<i32, sandtop_egress::service::EgressError> {
+    let paths = sandtop_egress::service::Paths::new(&dir.path, &dir.guest_path());
+    let owner = rustix::process::geteuid()
+        .is_root()
+        .then_some((ids::GUEST_UID, ids::GUEST_GID));
+    sandtop_egress::service::start(&paths, &req.network, owner).await
 }
 
 /// Stops a session and removes its folder.
@@ -422,8 +432,8 @@ pub async fn gc_folders(
             Err(_) => Some("it has no record and the host-cli that created it is gone"),
         };
         if let Some(why) = why {
-            match store.remove(&dir) {
-                Ok(()) => report.done(format!("removed session folder {}: {why}", dir.name)),
+            match remove_folder(store, &dir, docker).await {
+                Ok(how) => report.done(format!("removed session folder {}: {why}{how}", dir.name)),
                 Err(e) => report.failed(format!(
                     "could not remove session folder {}: {e:#}",
                     dir.name
@@ -432,6 +442,41 @@ pub async fn gc_folders(
         }
     }
     Ok(())
+}
+
+/// Removes a session folder ([`Store::remove`]); when that fails for a
+/// user who is not root and Docker is at hand, what the guest wrote in its
+/// `guest/` folder (a folder of a host-cli from before issue 30 item 7,
+/// open to the guest) is emptied as the guest's uid
+/// ([`docker::DockerBackend::empty_as_guest`]) and the removal tried again.
+/// Ok: how it went, as a suffix of gc's line (empty when plainly removed).
+pub(crate) async fn remove_folder(
+    store: &Store,
+    dir: &SessionDir,
+    docker: Option<&docker::DockerBackend>,
+) -> std::result::Result<&'static str, session::SessionError> {
+    let first = match store.remove(dir) {
+        Ok(()) => return Ok(""),
+        Err(e) => e,
+    };
+    let Some(b) = docker.filter(|_| !rustix::process::geteuid().is_root()) else {
+        return Err(first);
+    };
+    let g = dir.guest_path();
+    if !std::fs::symlink_metadata(&g).is_ok_and(|m| m.is_dir()) {
+        return Err(first);
+    }
+    if let Err(e) = b.empty_as_guest(&g, &dir.name).await {
+        tracing::warn!(
+            "emptying {} as the guest's uid: {}",
+            g.display(),
+            e.chain().lines().next().unwrap_or("")
+        );
+        return Err(first);
+    }
+    store.remove(dir).map(
+        |()| " (what its guest wrote was removed as the guest's uid, in a throwaway container)",
+    )
 }
 
 #[cfg(test)]

@@ -21,11 +21,11 @@ use sandtop_testkit::other_uid::Runnable;
 use super::*;
 
 /// Set in a child run of this binary: run [`host_probe`] instead of the
-/// cases. Its arguments are `read:PATH` and `connect:PATH`.
+/// cases. Its arguments are `read:PATH`, `connect:PATH` and `remove:PATH`.
 pub const HOST_PROBE_ENV: &str = "SANDTOP_E2E_HOST_PROBE";
 
 /// The host probe: one JSON object per argument, in order, on one line:
-/// `{"op": "read"|"connect", "path": P, "ok": bool, "error": "..."}`.
+/// `{"op": "read"|"connect"|"remove", "path": P, "ok": bool, "error": "..."}`.
 pub fn host_probe(args: &[String]) -> ExitCode {
     let mut out = Vec::new();
     for a in args {
@@ -33,6 +33,7 @@ pub fn host_probe(args: &[String]) -> ExitCode {
         let r: std::io::Result<()> = match op {
             "read" => std::fs::read(path).map(|_| ()),
             "connect" => std::os::unix::net::UnixStream::connect(path).map(|_| ()),
+            "remove" => std::fs::remove_dir_all(path),
             _ => Err(std::io::Error::other("unknown op")),
         };
         out.push(json!({
@@ -594,6 +595,7 @@ pub async fn the_other_uid_cases_pass_from_a_checkout_in_a_private_folder(
     for case in [
         "other_host_users_cannot_reach_a_guest",
         "gc_removes_only_what_its_own_user_left",
+        "a_non_root_guest_folder_is_capped_and_gc_leaves_nothing",
     ] {
         let out = tokio::process::Command::new(&copy)
             .args(["--exact", case])
@@ -661,5 +663,312 @@ fn chown_tree(p: &Path, uid: u32) -> anyhow::Result<()> {
             chown_tree(&e?.path(), uid)?;
         }
     }
+    Ok(())
+}
+
+/// The engine socket's group (`DOCKER_HOST`'s socket, else the local one):
+/// a user of that group may use Docker without being root.
+fn engine_gid() -> anyhow::Result<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    let sock = std::env::var("DOCKER_HOST")
+        .ok()
+        .and_then(|h| h.strip_prefix("unix://").map(String::from))
+        .unwrap_or_else(|| "/var/run/docker.sock".into());
+    let gid = std::fs::metadata(&sock)?.gid();
+    ensure!(gid != 0, "the engine's socket {sock} has no group");
+    Ok(gid)
+}
+
+/// `host-cli ARGS` run as `uid` (primary group `gid`, nothing else) with
+/// `state` as its state directory, from a [`Runnable`] copy; its output.
+fn host_cli_as(
+    ctx: &Ctx,
+    uid: u32,
+    gid: u32,
+    state: &Path,
+    args: &[&str],
+) -> anyhow::Result<std::process::Output> {
+    let copy = Runnable::of(&ctx.host_cli).context("a copy of host-cli")?;
+    let mut cmd = copy.command_as(uid, gid);
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("SANDTOP_STATE_DIR", state)
+        .current_dir("/")
+        .stdin(std::process::Stdio::null());
+    for k in ["DOCKER_HOST", "SANDTOP_IMAGE"] {
+        if let Some(v) = std::env::var_os(k) {
+            cmd.env(k, v);
+        }
+    }
+    Ok(cmd.output()?)
+}
+
+/// Every path under `p` (itself included) owned by `uid`, never through a
+/// link.
+fn owned_by(p: &Path, uid: u32) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut out = Vec::new();
+    let Ok(m) = std::fs::symlink_metadata(p) else {
+        return out;
+    };
+    if m.uid() == uid {
+        out.push(p.to_path_buf());
+    }
+    if m.is_dir()
+        && let Ok(rd) = std::fs::read_dir(p)
+    {
+        for e in rd.flatten() {
+            out.extend(owned_by(&e.path(), uid));
+        }
+    }
+    out
+}
+
+/// Issue 30 item 7: host-cli run by a user who is not root (uid 1000, in
+/// the engine socket's group only). The guest's `/run/sandtop` is the
+/// engine's tmpfs: writing stops at 1 MiB and creating files before 64
+/// inodes, the token there is read-only and emptied once the daemon
+/// answers, the egress socket (bound read-only) still carries a request
+/// to the host's proxy, and nothing the guest writes reaches the host: no
+/// file of the guest's uid anywhere in the session folder, whose `guest/`
+/// stays the user's, 0700. Then the guest dies and that user's `guest gc`
+/// leaves nothing; and a folder of the old layout, holding a read-only
+/// folder of the guest's uid the user cannot remove (what a guest could
+/// leave before), is removed by `guest gc` as the guest's uid in a
+/// throwaway container.
+pub async fn a_non_root_guest_folder_is_capped_and_gc_leaves_nothing(
+    ctx: Arc<Ctx>,
+) -> anyhow::Result<()> {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    if !rustix::process::geteuid().is_root() {
+        println!("  SKIP: acting as a user who is not root needs root");
+        return Ok(());
+    }
+    let gid = engine_gid()?;
+    let uid = 1000u32;
+    let top = tempfile::Builder::new()
+        .prefix("sandtop-e2e-nonroot-")
+        .tempdir()?;
+    std::fs::set_permissions(top.path(), std::fs::Permissions::from_mode(0o711))?;
+    let state = top.path().join(format!("u{uid}"));
+    let store = Store::at(state.clone())?;
+    chown_tree(&state, uid)?;
+    let name = format!("e2e-{}-nonroot", ctx.run);
+    let mut containers: Vec<String> = Vec::new();
+    let result = async {
+        let out = host_cli_as(
+            &ctx,
+            uid,
+            gid,
+            &state,
+            &[
+                "guest",
+                "start",
+                "--name",
+                &name,
+                "--network",
+                "allow:https://allowed.test",
+            ],
+        )?;
+        ensure!(
+            out.status.success(),
+            "guest start as uid {uid}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dir = store.get(&name)?;
+        let rec = dir.load()?;
+        let id = rec.docker().context("a docker record")?.container_id.clone();
+        containers.push(id.clone());
+        let sh = |script: String| {
+            let b = &ctx.backend;
+            let id = id.clone();
+            async move {
+                let r = b.exec(&id, &["/bin/sh", "-c", &script], None, LONG).await?;
+                anyhow::Ok(format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&r.stdout),
+                    String::from_utf8_lossy(&r.stderr)
+                ))
+            }
+        };
+        let m = ids::GUEST_MOUNT;
+
+        // Past the cap: 4 MiB asked, at most 1 MiB written.
+        let out = sh(format!(
+            "dd if=/dev/zero of={m}/fill bs=65536 count=64; echo dd=$?; \
+             echo size=$(stat -c %s {m}/fill)"
+        ))
+        .await?;
+        let size = figure(&out, "size")?;
+        ensure!(
+            figure(&out, "dd")? != 0 && out.contains("No space left"),
+            "dd was not refused: {out}"
+        );
+        ensure!(
+            size > 0 && size as u64 <= guest_folder::GUEST_FOLDER_BYTES,
+            "wrote {size} bytes: {out}"
+        );
+        // Files until refused (the big one stays: it must not reach the
+        // host either).
+        let out = sh(format!(
+            "i=0; while [ $i -lt 1000 ]; do touch {m}/n$i 2>/dev/null || break; i=$((i+1)); done; \
+             echo made=$i"
+        ))
+        .await?;
+        let made = figure(&out, "made")?;
+        ensure!(
+            made > 0 && (made as u64) < guest_folder::GUEST_FOLDER_INODES,
+            "made {made} files: {out}"
+        );
+        let out = sh(format!("rm -f {m}/n*; mkdir -m 0500 {m}/trap; echo trap=$?")).await?;
+        ensure!(figure(&out, "trap")? == 0, "{out}");
+        println!(
+            "  as uid {uid}: refused after {size} bytes ({} MiB cap) and {made} files ({} inodes)",
+            guest_folder::GUEST_FOLDER_BYTES / (1024 * 1024),
+            guest_folder::GUEST_FOLDER_INODES
+        );
+        // The guest's mountinfo: /run/sandtop is a tmpfs, noexec.
+        let info = sh("cat /proc/self/mountinfo".into()).await?;
+        let line = info
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some(m))
+            .with_context(|| format!("no {m} in the guest's mountinfo:\n{info}"))?;
+        let f: Vec<&str> = line.split(' ').collect();
+        ensure!(
+            line.split(" - ").nth(1).unwrap_or("").starts_with("tmpfs "),
+            "{line}"
+        );
+        for want in ["noexec", "nosuid", "nodev"] {
+            ensure!(f[5].split(',').any(|o| o == want), "{want}: {line}");
+        }
+        // The token: emptied once the daemon answered, and read-only.
+        let out = sh(format!(
+            "echo len=$(wc -c < {m}/token); echo x > {m}/token; echo write=$?"
+        ))
+        .await?;
+        ensure!(figure(&out, "len")? == 0, "the token is still there: {out}");
+        ensure!(figure(&out, "write")? != 0, "the token was writable: {out}");
+        // The egress socket, bound read-only, reaches the host's proxy: a
+        // CONNECT outside the policy gets its refusal.
+        let out = sh(format!(
+            "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); \
+             s.connect('{m}/egress.sock'); \
+             s.sendall(b'CONNECT blocked.test:443 HTTP/1.1\\r\\nHost: blocked.test:443\\r\\n\\r\\n'); \
+             print('reply=' + s.recv(64).decode(errors='replace').splitlines()[0])\""
+        ))
+        .await?;
+        ensure!(
+            out.contains("reply=HTTP/1.1 403"),
+            "the egress socket: {out}"
+        );
+        // Nothing of the guest's on the host.
+        let mine = owned_by(&dir.path, ids::GUEST_UID);
+        ensure!(mine.is_empty(), "the guest's files on the host: {mine:?}");
+        let g = std::fs::metadata(dir.guest_path())?;
+        ensure!(
+            (g.uid(), g.mode() & 0o7777) == (uid, 0o700),
+            "guest/ is {}:{:o}",
+            g.uid(),
+            g.mode() & 0o7777
+        );
+        let names: Vec<String> = std::fs::read_dir(dir.guest_path())?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<Result<_, _>>()?;
+        ensure!(
+            names == vec![session::EGRESS_SOCKET_NAME.to_string()],
+            "guest/ holds {names:?}"
+        );
+
+        // The guest dies (no `guest stop`): the user's gc leaves nothing.
+        ctx.backend
+            .docker()
+            .kill_container(&id, None::<bollard::query_parameters::KillContainerOptions>)
+            .await?;
+        let out = host_cli_as(&ctx, uid, gid, &state, &["guest", "gc", "--json"])?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ensure!(out.status.success(), "gc as uid {uid}: {text}");
+        println!("  gc as uid {uid}: {}", String::from_utf8_lossy(&out.stdout).trim());
+        ensure!(!exists(&ctx, &id).await, "the container is left: {text}");
+        ensure!(!dir.path.exists(), "the session folder is left: {text}");
+
+        // The old layout's leftovers: a session folder whose guest/ was
+        // open to the guest, which left a 0500 folder of its uid with a
+        // file in it; its container is gone.
+        let old = format!("e2e-{}-oldlayout", ctx.run);
+        let odir = store.create(&old)?;
+        odir.save(&SessionRecord {
+            name: old.clone(),
+            screen: Size::new(1280, 800),
+            created_unix: 1,
+            guest: host_cli::session::BackendRecord::Docker(host_cli::session::DockerRecord {
+                container_id: "0".repeat(64),
+                container_name: format!("sandtop-{old}"),
+                image: docker::DEFAULT_IMAGE.into(),
+            }),
+            network: None,
+            egress_pid: None,
+        })?;
+        chown_tree(&odir.path, uid)?;
+        old_layout_guest(&odir.guest_path(), uid)?;
+        // The control: the same layout elsewhere, which the user alone
+        // cannot remove.
+        let control = top.path().join("control");
+        std::fs::create_dir(&control)?;
+        chown_tree(&control, uid)?;
+        old_layout_guest(&control.join("guest"), uid)?;
+        let tried = run_host_probe(
+            Some((uid, uid)),
+            &[format!("remove:{}", control.join("guest").display())],
+        )?;
+        ensure!(
+            tried[0]["ok"] == false && control.join("guest/trap").exists(),
+            "the control: uid {uid} removed the old layout alone: {tried:?}"
+        );
+        let out = host_cli_as(&ctx, uid, gid, &state, &["guest", "gc", "--json"])?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        println!("  gc of the old layout as uid {uid}: {}", text.trim());
+        ensure!(out.status.success(), "gc as uid {uid}: {text}");
+        ensure!(!odir.path.exists(), "the old folder is left: {text}");
+        ensure!(text.contains("throwaway container"), "{text}");
+        let left: Vec<String> = std::fs::read_dir(state.join("sessions"))?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<Result<_, _>>()?;
+        ensure!(left.is_empty(), "sessions left: {left:?}");
+        anyhow::Ok(())
+    }
+    .await;
+    for id in &containers {
+        let _ = ctx.backend.remove(id).await;
+    }
+    result
+}
+
+/// What a guest could leave in its `guest/` folder before issue 30 item 7,
+/// when host-cli ran as `uid` (not root): the folder `g` of `uid`, mode
+/// 0777, holding a file and a 0500 folder of the guest's uid with a folder
+/// and a file in it.
+fn old_layout_guest(g: &Path, uid: u32) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::create_dir(g)?;
+    chown_tree(g, uid)?;
+    std::fs::set_permissions(g, std::fs::Permissions::from_mode(0o777))?;
+    let trap = g.join("trap");
+    std::fs::create_dir_all(trap.join("deep"))?;
+    std::fs::write(trap.join("deep/fill"), vec![0u8; 4096])?;
+    std::fs::write(g.join("loose"), b"x")?;
+    chown_tree(&trap, ids::GUEST_UID)?;
+    chown_tree(&g.join("loose"), ids::GUEST_UID)?;
+    std::fs::set_permissions(trap.join("deep"), std::fs::Permissions::from_mode(0o500))?;
+    std::fs::set_permissions(&trap, std::fs::Permissions::from_mode(0o500))?;
     Ok(())
 }

@@ -270,8 +270,8 @@ impl DockerBackend {
                     .and_then(|r| r.docker().cloned())
                     .is_some_and(|d| d.container_id != id);
                 if !other_live && dir.owner_state() == Some(false) {
-                    match store.remove(&dir) {
-                        Ok(()) => report.done(format!("removed session folder {shown}")),
+                    match crate::remove_folder(store, &dir, Some(self)).await {
+                        Ok(how) => report.done(format!("removed session folder {shown}{how}")),
                         Err(e) => {
                             report.failed(format!("could not remove session folder {shown}: {e:#}"))
                         }

@@ -16,6 +16,7 @@ use super::channel::{self, ChannelMode};
 use super::{
     DockerBackend, LABEL_SESSION, LABEL_SESSION_DIR, LOG_TAIL_ON_FAILURE, container_name, is_status,
 };
+use crate::session::guest_folder::GuestFolder;
 use crate::session::{BackendRecord, DockerRecord, SessionDir, SessionRecord, now_unix};
 use crate::{GuestError, Result, StartRequest};
 use sandtop_channel::Channel;
@@ -55,6 +56,23 @@ impl DockerBackend {
         // goes, so that nothing in the guest holds it (issue 12 item 1).
         // unlink(2) removes a link the guest put there, never its target.
         let copy = dir.guest_path().join(session::TOKEN_NAME);
+        if GuestFolder::for_this_process() == GuestFolder::EngineTmpfs {
+            // The guest sees this very file through its single-file bind,
+            // which an unlink does not end: emptied first. `guest/` is
+            // this user's alone here, so no link of the guest's is in the
+            // way (O_NOFOLLOW all the same).
+            use std::os::unix::fs::OpenOptionsExt as _;
+            let emptied = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(&copy)
+                .and_then(|f| f.set_len(0));
+            match emptied {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(GuestError::io(format!("emptying {}", copy.display()))(e)),
+            }
+        }
         match std::fs::remove_file(&copy) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -87,6 +105,13 @@ impl DockerBackend {
             // does not show up on the host (Docker Desktop) or cannot be
             // opened, so that it does not cost an exec per round.
             let mode = match self.channel {
+                // The engine's layout keeps the daemon's socket in the
+                // guest: exec at once.
+                ChannelMode::Auto
+                    if GuestFolder::for_this_process() == GuestFolder::EngineTmpfs =>
+                {
+                    ChannelMode::Exec
+                }
                 ChannelMode::Auto
                     if begin.elapsed() < Duration::from_secs(3)
                         && !dir.guest_path().join(session::SOCKET_NAME).exists() =>

@@ -14,12 +14,45 @@ use super::{DockerBackend, STOP_GRACE_SECS, gc::session_labels};
 use crate::StartRequest;
 use crate::ids::{GUEST_GID, GUEST_MOUNT, GUEST_UID, guest_user};
 use crate::session::SessionDir;
+use crate::session::guest_folder::{GuestFolder, engine_tmpfs_options};
+use sandtop_protocol::session::{EGRESS_SOCKET_NAME, EGRESS_SOCKET_PATH, TOKEN_NAME, TOKEN_PATH};
+
+/// A bind mount of `source` at `target`, private propagation.
+fn bind(source: std::path::PathBuf, target: &str, read_only: bool) -> Mount {
+    Mount {
+        typ: Some(MountType::BIND),
+        source: Some(source.to_string_lossy().into_owned()),
+        target: Some(target.to_string()),
+        read_only: Some(read_only),
+        bind_options: Some(MountBindOptions {
+            propagation: Some(MountBindOptionsPropagationEnum::RPRIVATE),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
 
 impl DockerBackend {
-    /// The container's create body: the hardening lives here.
+    /// The container's create body for this process's
+    /// [`GuestFolder`] layout: the hardening lives here.
     pub fn create_body(&self, dir: &SessionDir, req: &StartRequest) -> ContainerCreateBody {
+        self.create_body_for(dir, req, GuestFolder::for_this_process())
+    }
+
+    /// The container's create body with `/run/sandtop` made as `folder`
+    /// says: a bind of the host's tmpfs on `guest/`
+    /// ([`GuestFolder::HostTmpfs`]), or the engine's tmpfs with the token
+    /// and (when the session has an egress proxy, which is then already
+    /// listening) the egress socket bound into it read-only, one file each
+    /// ([`GuestFolder::EngineTmpfs`], issue 30 item 7).
+    pub fn create_body_for(
+        &self,
+        dir: &SessionDir,
+        req: &StartRequest,
+        folder: GuestFolder,
+    ) -> ContainerCreateBody {
         let l = &self.limits;
-        let tmpfs = HashMap::from([
+        let mut tmpfs = HashMap::from([
             (
                 "/tmp".to_string(),
                 format!("rw,nosuid,nodev,noexec,size={},mode=1777", l.tmp_bytes),
@@ -32,6 +65,18 @@ impl DockerBackend {
                 ),
             ),
         ]);
+        let g = dir.guest_path();
+        let mounts = match folder {
+            GuestFolder::HostTmpfs => vec![bind(g, GUEST_MOUNT, false)],
+            GuestFolder::EngineTmpfs => {
+                tmpfs.insert(GUEST_MOUNT.to_string(), engine_tmpfs_options());
+                let mut m = vec![bind(g.join(TOKEN_NAME), TOKEN_PATH, true)];
+                if req.network.mode.uses_proxy() {
+                    m.push(bind(g.join(EGRESS_SOCKET_NAME), EGRESS_SOCKET_PATH, true));
+                }
+                m
+            }
+        };
         let labels = session_labels(&req.name, &dir.path);
         let host_config = HostConfig {
             memory: Some(l.memory_bytes),
@@ -68,17 +113,7 @@ impl DockerBackend {
                 soft: Some(0),
                 hard: Some(0),
             }]),
-            mounts: Some(vec![Mount {
-                typ: Some(MountType::BIND),
-                source: Some(dir.guest_path().to_string_lossy().into_owned()),
-                target: Some(GUEST_MOUNT.to_string()),
-                read_only: Some(false),
-                bind_options: Some(MountBindOptions {
-                    propagation: Some(MountBindOptionsPropagationEnum::RPRIVATE),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }]),
+            mounts: Some(mounts),
             log_config: Some(HostConfigLogConfig {
                 typ: Some("json-file".to_string()),
                 config: Some(HashMap::from([
@@ -154,7 +189,8 @@ mod tests {
             screen: Size::new(1024, 768),
             network: sandtop_egress::service::EgressConfig::none(),
         };
-        let v = serde_json::to_value(b.create_body(&dir, &req)).unwrap();
+        let v =
+            serde_json::to_value(b.create_body_for(&dir, &req, GuestFolder::HostTmpfs)).unwrap();
         let h = &v["HostConfig"];
         assert_eq!(v["Image"], "img:test");
         assert_eq!(v["User"], "2000000000:2000000000");
@@ -166,11 +202,13 @@ mod tests {
         assert_eq!(h["NetworkMode"], "none");
         let mut open = req.clone();
         open.network.mode = sandtop_egress::policy::NetworkMode::Open;
-        let o = serde_json::to_value(b.create_body(&dir, &open)).unwrap();
+        let o =
+            serde_json::to_value(b.create_body_for(&dir, &open, GuestFolder::HostTmpfs)).unwrap();
         assert_eq!(o["HostConfig"]["NetworkMode"], "bridge");
         let mut allow = req.clone();
         allow.network.mode = "allow:https://a.test".parse().unwrap();
-        let a = serde_json::to_value(b.create_body(&dir, &allow)).unwrap();
+        let a =
+            serde_json::to_value(b.create_body_for(&dir, &allow, GuestFolder::HostTmpfs)).unwrap();
         assert_eq!(
             a["HostConfig"]["NetworkMode"], "none",
             "allow keeps the guest off every network"
@@ -208,8 +246,94 @@ mod tests {
         assert_eq!(mounts.len(), 1);
         assert_eq!(mounts[0]["Source"], "/state/sessions/abc/guest");
         assert_eq!(mounts[0]["Target"], "/run/sandtop");
+        assert_eq!(mounts[0]["ReadOnly"], false);
+        assert!(h["Tmpfs"].get("/run/sandtop").is_none());
         let text = v.to_string();
         assert!(!text.contains("seccomp"), "{text}");
         assert!(!text.contains("OPENAI"), "{text}");
+    }
+
+    /// Issue 30 item 7: as a user who cannot mount, `/run/sandtop` is the
+    /// engine's tmpfs with the same bounds, and the host's `guest/` folder
+    /// is never bound whole: only the token, and with an egress proxy its
+    /// socket, each read-only.
+    #[tokio::test]
+    async fn the_engine_layout_binds_no_writable_host_folder() {
+        let docker =
+            Docker::connect_with_http("http://127.0.0.1:9", 1, bollard::API_DEFAULT_VERSION)
+                .unwrap();
+        let b = DockerBackend {
+            docker,
+            image: "img:test".into(),
+            limits: Limits::default(),
+            channel: ChannelMode::Auto,
+            ready_timeout: READY_TIMEOUT,
+        };
+        let dir = SessionDir {
+            name: "abc".into(),
+            path: PathBuf::from("/state/sessions/abc"),
+        };
+        let mut req = StartRequest {
+            name: "abc".into(),
+            screen: Size::new(1024, 768),
+            network: sandtop_egress::service::EgressConfig::none(),
+        };
+        let v =
+            serde_json::to_value(b.create_body_for(&dir, &req, GuestFolder::EngineTmpfs)).unwrap();
+        let h = &v["HostConfig"];
+        let opts = h["Tmpfs"]["/run/sandtop"].as_str().unwrap();
+        for want in [
+            "nosuid",
+            "nodev",
+            "noexec",
+            "size=1048576",
+            "nr_inodes=64",
+            "uid=2000000000",
+            "gid=2000000000",
+            "mode=0700",
+        ] {
+            assert!(opts.split(',').any(|o| o == want), "{want}: {opts}");
+        }
+        let targets = |v: &serde_json::Value| -> Vec<(String, String, bool)> {
+            v["HostConfig"]["Mounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| {
+                    assert_eq!(m["Type"], "bind");
+                    (
+                        m["Source"].as_str().unwrap().to_string(),
+                        m["Target"].as_str().unwrap().to_string(),
+                        m["ReadOnly"].as_bool().unwrap(),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            targets(&v),
+            vec![(
+                "/state/sessions/abc/guest/token".to_string(),
+                "/run/sandtop/token".to_string(),
+                true
+            )]
+        );
+        req.network.mode = "allow:https://a.test".parse().unwrap();
+        let a =
+            serde_json::to_value(b.create_body_for(&dir, &req, GuestFolder::EngineTmpfs)).unwrap();
+        assert_eq!(
+            targets(&a),
+            vec![
+                (
+                    "/state/sessions/abc/guest/token".to_string(),
+                    "/run/sandtop/token".to_string(),
+                    true
+                ),
+                (
+                    "/state/sessions/abc/guest/egress.sock".to_string(),
+                    "/run/sandtop/egress.sock".to_string(),
+                    true
+                )
+            ]
+        );
     }
 }

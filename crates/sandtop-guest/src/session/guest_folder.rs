@@ -1,6 +1,11 @@
-//! The session folder's `guest/` part: the only host folder a guest sees
-//! (`/run/sandtop` inside), prepared for the guest's uid, and as root a
-//! small tmpfs of its own (issue 12 item 2, docs/security.md F1-F3).
+//! The session folder's `guest/` part: what the guest sees at
+//! `/run/sandtop`, always a small tmpfs (issue 12 item 2, issue 30 item 7,
+//! docs/security.md F1-F4). As root host-cli mounts that tmpfs on
+//! `guest/` itself ([`GuestFolder::HostTmpfs`]); as any other user the
+//! engine mounts it inside the container and only the token and the egress
+//! socket come from `guest/`, as single-file binds
+//! ([`GuestFolder::EngineTmpfs`]), so that nothing the guest writes lands
+//! on the host's disk.
 
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
@@ -16,6 +21,47 @@ use sandtop_protocol::session::{GUEST_GID, GUEST_UID};
 pub const GUEST_FOLDER_BYTES: u64 = 1024 * 1024;
 /// Its inodes (the folder itself, the token, the sockets, and room).
 pub const GUEST_FOLDER_INODES: u64 = 64;
+
+/// Who makes the guest's `/run/sandtop` a tmpfs, which decides what of
+/// the host's `guest/` folder the guest sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestFolder {
+    /// host-cli runs as root: it mounts the tmpfs on `guest/`
+    /// ([`mount_guest_folder`]), and `guest/` is bind-mounted whole at
+    /// `/run/sandtop`; the host reaches the daemon's socket there.
+    HostTmpfs,
+    /// host-cli runs as another user, who cannot mount: the engine mounts
+    /// a tmpfs of the same size, inodes and options at `/run/sandtop`
+    /// ([`engine_tmpfs_options`]), and the guest sees of `guest/` only the
+    /// token (bound read-only, a single file) and the egress socket (bound
+    /// read-only, a single socket; connecting needs no write). `guest/`
+    /// itself stays 0700 and the operator's: nothing the guest writes
+    /// reaches the host's disk (issue 30 item 7), and the daemon's socket
+    /// lives only in the guest (the channel takes the exec path, as it did
+    /// for such a user before).
+    EngineTmpfs,
+}
+
+impl GuestFolder {
+    /// The layout for this process: [`GuestFolder::HostTmpfs`] as root.
+    pub fn for_this_process() -> GuestFolder {
+        if rustix::process::geteuid().is_root() {
+            GuestFolder::HostTmpfs
+        } else {
+            GuestFolder::EngineTmpfs
+        }
+    }
+}
+
+/// The options of the engine's tmpfs at `/run/sandtop`
+/// ([`GuestFolder::EngineTmpfs`]): the same bounds as
+/// [`mount_guest_folder`]'s, owned by the guest's uid.
+pub fn engine_tmpfs_options() -> String {
+    format!(
+        "rw,nosuid,nodev,noexec,size={GUEST_FOLDER_BYTES},nr_inodes={GUEST_FOLDER_INODES},\
+         uid={GUEST_UID},gid={GUEST_GID},mode=0700"
+    )
+}
 
 /// Mounts a tmpfs of [`GUEST_FOLDER_BYTES`] and [`GUEST_FOLDER_INODES`] on
 /// `g`, `nosuid,nodev,noexec`, named `sandtop` (issue 12 item 2): what the
@@ -47,10 +93,11 @@ fn errno(what: &'static str, path: &Path) -> impl FnOnce(rustix::io::Errno) -> S
 }
 
 /// Creates the session's `guest/` folder with a copy of the token, owned
-/// so that the guest's uid can use it (see the module docs). As root the
-/// folder is a tmpfs of its own ([`mount_guest_folder`]); as another user
-/// it is a plain directory (no size cap, exec allowed, its host path
-/// visible to the guest: docs/security.md F3 says so).
+/// so that the guest's uid can use it (see the module docs). As root
+/// ([`GuestFolder::HostTmpfs`]) the folder is a tmpfs of its own
+/// ([`mount_guest_folder`]), chowned to the guest; as another user
+/// ([`GuestFolder::EngineTmpfs`]) it stays a 0700 folder of this user and
+/// only its token copy is made readable (0644) for the single-file bind.
 pub fn prepare_guest_dir(dir: &SessionDir) -> Result<PathBuf, SessionError> {
     use rustix::fs::{Gid, Uid};
     let meta = std::fs::metadata(&dir.path).map_err(io("reading", &dir.path))?;
@@ -65,12 +112,6 @@ pub fn prepare_guest_dir(dir: &SessionDir) -> Result<PathBuf, SessionError> {
         .map_err(io("creating", &g))?;
     if euid.is_root() {
         mount_guest_folder(&g)?;
-    } else {
-        tracing::warn!(
-            "host-cli is not root: the guest's folder {} is a plain directory, without a size \
-             cap or noexec (docs/security.md F3)",
-            g.display()
-        );
     }
     let token_path = g.join(session::TOKEN_NAME);
     Token::read(&dir.token_path())?.write_new(&token_path)?;
@@ -85,9 +126,10 @@ pub fn prepare_guest_dir(dir: &SessionDir) -> Result<PathBuf, SessionError> {
             .map_err(errno("chown to the guest user", &token_path))?;
         set_mode(&token_path, 0o400)?;
     } else if euid.as_raw() != GUEST_UID {
-        // Not root and not the guest's uid: open the folder to "others";
-        // the 0700 folders above it keep other host users out.
-        set_mode(&g, 0o777)?;
+        // Not root and not the guest's uid: the token copy is readable by
+        // "others" for its single-file bind; the folder stays 0700 (the
+        // guest never sees it), and the 0700 folders above keep other host
+        // users out.
         set_mode(&token_path, 0o644)?;
     }
     Ok(g)
