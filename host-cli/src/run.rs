@@ -29,6 +29,8 @@ use serde_json::json;
 use sandtop_agent::approve::{Approvals, Policy, Terminal};
 use sandtop_agent::browser::grants::Grants;
 use sandtop_agent::browser::toolset::{self as browser, Toolset, UrlPolicy};
+use sandtop_agent::model::anthropic::AnthropicModel;
+use sandtop_agent::model::anthropic::scripted::ScriptedMessages;
 use sandtop_agent::model::scripted::ScriptedModel;
 use sandtop_agent::model::{Model, OpenAiModel, RetryPolicy};
 use sandtop_agent::progress::{EventsFormat, Progress};
@@ -52,7 +54,7 @@ mod exercise_cmd;
 mod resume;
 
 pub use crate::session::{RunLock, hold_session, lock_session, session_holder};
-pub use args::{Given, Reconcile, RunArgs, ToolChoice};
+pub use args::{Given, Provider, Reconcile, RunArgs, ToolChoice};
 use ending::{exit_for, print_outcome};
 pub use ending::{exit_status, summary};
 pub use exercise_cmd::{ExerciseArgs, exercise, exercise_setup};
@@ -62,6 +64,7 @@ use resume::{is_function_call, script_in_doubt};
 /// What `run` without an API key honours: the options the offline
 /// exercise uses (the rest, given, is refused by name).
 const EXERCISE_OPTIONS: &[&str] = &[
+    "provider",
     "session",
     "keep",
     "approve_scripted_checks",
@@ -112,6 +115,24 @@ fn refuse_what_the_exercise_ignores(a: &RunArgs) -> anyhow::Result<()> {
                 String::new()
             }
         );
+    }
+    Ok(())
+}
+
+/// `--provider anthropic`: what the Messages API loop does not do is
+/// refused by name before a guest boots (docs/contract.md rule 69).
+fn refuse_what_the_messages_api_lacks(a: &RunArgs) -> anyhow::Result<()> {
+    for (flag, given) in [
+        ("--store", a.store),
+        ("--stream", a.stream),
+        (
+            "--tool computer-use-preview",
+            a.tool == Some(ToolChoice::ComputerUsePreview),
+        ),
+    ] {
+        if given {
+            bail!("{flag} is an OpenAI Responses option; leave it out with --provider anthropic");
+        }
     }
     Ok(())
 }
@@ -339,10 +360,14 @@ pub fn run_options(a: &RunArgs) -> anyhow::Result<RunOptions> {
     let sign_in = !a.no_sign_in && browser.is_some();
     Ok(RunOptions {
         task: a.task.clone().unwrap_or_default(),
-        model: a.model.clone().unwrap_or_else(|| match shape {
-            ToolShape::Computer => "gpt-5.5".into(),
-            ToolShape::ComputerUsePreview => "computer-use-preview".into(),
-        }),
+        model: a
+            .model
+            .clone()
+            .unwrap_or_else(|| match (a.provider, shape) {
+                (Provider::Anthropic, _) => "claude-opus-5-5".into(),
+                (_, ToolShape::Computer) => "gpt-5.5".into(),
+                (_, ToolShape::ComputerUsePreview) => "computer-use-preview".into(),
+            }),
         shape,
         computer: choice != ToolChoice::Browser,
         browser,
@@ -373,7 +398,13 @@ pub fn run_options(a: &RunArgs) -> anyhow::Result<RunOptions> {
             max_images: a.context_images.max(1),
             max_bytes: a.context_bytes,
         },
-        compaction: a.compaction,
+        // Responses compaction has no Messages counterpart here: the
+        // local context budget applies.
+        compaction: if a.provider == Provider::Anthropic {
+            Compaction::Off
+        } else {
+            a.compaction
+        },
         on_action_error: a.on_action_error,
     })
 }
@@ -406,9 +437,12 @@ fn refuse_scripts_outside_a_fresh_guest(
 
 /// `host-cli run`.
 pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
-    let key = std::env::var("OPENAI_API_KEY")
+    let key = std::env::var(a.provider.key_var())
         .ok()
         .filter(|k| !k.trim().is_empty());
+    if a.provider == Provider::Anthropic {
+        refuse_what_the_messages_api_lacks(&a)?;
+    }
     // Every inconsistency of the options is reported before a guest boots,
     // and so is a credentials file others could read.
     if a.reconcile.is_some() && a.resume.is_none() {
@@ -443,9 +477,11 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             );
         }
         eprintln!(
-            "host-cli: OPENAI_API_KEY is not set: running the offline exercise (scripted model, real guest)"
+            "host-cli: {} is not set: running the offline exercise (scripted model, real guest)",
+            a.provider.key_var()
         );
         return exercise(ExerciseArgs {
+            provider: a.provider,
             session: a.session,
             keep: a.keep,
             approve_scripted_checks: a.approve_scripted_checks,
@@ -581,13 +617,22 @@ async fn run_on(
     let mut channel = guest::open_channel(dir, rec).await?;
     let opts = run_options(a)?;
     let (shape, model_name) = (opts.shape, opts.model.clone());
-    let mut model: Box<dyn Model> =
-        Box::new(OpenAiModel::new(key, a.stream, RetryPolicy::default())?);
+    let mut model: Box<dyn Model> = match a.provider {
+        Provider::Openai => Box::new(OpenAiModel::new(key, a.stream, RetryPolicy::default())?),
+        Provider::Anthropic => Box::new(AnthropicModel::new(key, RetryPolicy::default())?),
+    };
     let (mut recorder, resume) = match (&a.resume, resume_point) {
         (Some(run), Some(p)) => {
             if p.finished {
                 bail!(
                     "the run in {} already finished; nothing to resume",
+                    run.display()
+                );
+            }
+            let recorded = p.started.provider.as_deref().unwrap_or("openai");
+            if recorded != a.provider.as_str() {
+                bail!(
+                    "the run in {} talked to the {recorded} API: resume it with --provider {recorded}",
                     run.display()
                 );
             }
@@ -664,6 +709,7 @@ async fn run_on(
                 screenshot: Some(opts.screenshot),
                 confirm_actions: Some(opts.confirm_actions),
                 model_api: Some(model.describe()),
+                provider: Some(a.provider.as_str().into()),
                 booted: booted.map(|_| true),
                 keep: booted,
                 ..Started::default()
