@@ -273,3 +273,22 @@ def test_the_step_budget_holds(guest: Guest) -> None:
     r = run(guest, steps, "--max-steps", "2")
     assert r.proc.returncode == 4, (r.proc.returncode, r.proc.stderr[-2000:])  # max_steps
     assert len(r.requests) == 2
+
+
+def test_the_offline_exercise_through_the_messages_shapes(guest: Guest) -> None:
+    """``host-cli exercise --provider anthropic`` (item 4): the scripted
+    model's every request translated into a Messages body and checked, its
+    every answer a ``Message`` of computer members; the apps' records
+    checked by host-cli itself (``ok`` lines, exit 0)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
+    folder = os.path.join(tempfile.mkdtemp(prefix="claude-exercise-"), "run")
+    p = subprocess.run(
+        [guest.host_cli, "exercise", "--provider", "anthropic", "--session", guest.session.name, "--record", folder],
+        env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    oks = [line for line in p.stdout.splitlines() if line.startswith("ok ")]
+    assert len(oks) == 2 and "FAIL" not in p.stdout, p.stdout[-2000:]
+    with open(os.path.join(folder, "trajectory.jsonl")) as f:
+        started = next(e for e in map(json.loads, f) if e.get("kind") == "run_started")
+    assert started["provider"] == "anthropic" and started["exercise"] is True

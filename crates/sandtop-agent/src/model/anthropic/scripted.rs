@@ -193,23 +193,28 @@ pub fn to_message(n: u32, items: &[Value]) -> Result<(Value, usize), String> {
             }
             Some("computer_call") => {
                 dropped += item["pending_safety_checks"].as_array().map_or(0, Vec::len);
-                for a in item["actions"].as_array().ok_or("a call without actions")? {
+                let call_id = item["call_id"].as_str().ok_or("a call without a call_id")?;
+                let actions = item["actions"].as_array().ok_or("a call without actions")?;
+                for (k, a) in actions.iter().enumerate() {
                     let (name, input) = to_member(a)?;
                     calls += 1;
-                    content.push(
-                        json!({"type": "tool_use", "id": format!("toolu_scripted_{n}_{calls}"),
-                                        "name": name, "input": input, "toolset_name": "computer"}),
-                    );
+                    // The script's own id (it may look for its answer), one
+                    // per member when a call had several actions.
+                    let id = if actions.len() == 1 {
+                        call_id.to_string()
+                    } else {
+                        format!("{call_id}_{}", k + 1)
+                    };
+                    content.push(json!({"type": "tool_use", "id": id,
+                                        "name": name, "input": input, "toolset_name": "computer"}));
                 }
             }
             Some("function_call") => {
                 let args: Value = serde_json::from_str(item["arguments"].as_str().unwrap_or("{}"))
                     .map_err(|e| format!("function arguments: {e}"))?;
                 calls += 1;
-                content.push(
-                    json!({"type": "tool_use", "id": format!("toolu_scripted_{n}_{calls}"),
-                                    "name": item["name"], "input": args}),
-                );
+                content.push(json!({"type": "tool_use", "id": item["call_id"],
+                                    "name": item["name"], "input": args}));
             }
             other => return Err(format!("the script's item {other:?} has no Messages block")),
         }
