@@ -292,3 +292,53 @@ def test_the_offline_exercise_through_the_messages_shapes(guest: Guest) -> None:
     with open(os.path.join(folder, "trajectory.jsonl")) as f:
         started = next(e for e in map(json.loads, f) if e.get("kind") == "run_started")
     assert started["provider"] == "anthropic" and started["exercise"] is True
+
+
+def test_differential_the_sdk_runner_and_host_cli_leave_the_same_effects(guest: Guest) -> None:
+    """The same scripted Claude through the SDK's ``tool_runner`` with
+    ``sandtop.anthropic.Computer`` and through ``host-cli run --provider
+    anthropic``: the same file in the guest, every call answered without
+    an error on both sides. Differences in what the model is sent are
+    docs/contract.md rule 69's (host-cli: a screenshot with every result
+    and with the task; the SDK: the line alone)."""
+    import anthropic
+
+    import sandtop.anthropic as sa
+
+    g = guest
+
+    def scenario(path: str) -> Steps:
+        return Steps([
+            lambda body: [("key", {"text": "super+t"}), ("wait", {"duration": 2})],
+            lambda body: (until("a shell in the xterm", lambda: g.running("bash")), time.sleep(0.5),
+                          [("mouse_move", {"coordinate": [640, 400]}), ("type", {"text": f"cat > {path}\n"})])[2],
+            lambda body: (until("cat", lambda: g.running("cat")),
+                          [("type", {"text": "same effects ✓\n"}), ("key", {"text": "ctrl+d"})])[1],
+            lambda body: (until("cat to end", lambda: not g.running("cat")), [("key", {"text": "ctrl+d"})])[1],
+            lambda body: (until("the xterm to close", lambda: not g.running("xterm")), "done")[1],
+        ])
+
+    sdk_path, cli_path = "/tmp/claude-diff-sdk.txt", "/tmp/claude-diff-cli.txt"
+    sdk_steps = scenario(sdk_path)
+    mock = MockMessages(KEY, sdk_steps)
+    try:
+        client = anthropic.Anthropic(api_key=KEY, base_url=mock.base_url, max_retries=0)
+        final = client.beta.messages.tool_runner(
+            model="claude-mock", max_tokens=1024, messages=[{"role": "user", "content": "work in the guest"}],
+            tools=[sa.Computer(g.session, confirm=lambda ctx: True)], max_iterations=20,
+        ).until_done()
+    finally:
+        sdk_requests = mock.close()
+        g.kill("xterm")
+    assert mock.error is None, mock.error
+    assert final.content[0].text == "done"  # type: ignore[union-attr]
+    try:
+        r = run(g, scenario(cli_path), "--max-steps", "10")
+    finally:
+        g.kill("xterm")
+    assert r.proc.returncode == 0, r.proc.stderr[-2000:]
+    assert guest_file(g.container, sdk_path) == guest_file(g.container, cli_path) == "same effects ✓\n".encode()
+    for requests in (sdk_requests, r.requests):
+        results = [b for req in requests for b in tool_results(req["body"])]
+        assert len(results) == 7 and not any(b.get("is_error") for b in results), results
+        assert all(req["problems"] == [] for req in requests)
