@@ -1,7 +1,9 @@
 //! `host-cli run` and `host-cli exercise`: setting up a run.
 //!
 //! 1. Choose the model: the OpenAI Responses API when `OPENAI_API_KEY` is
-//!    set, otherwise the offline exercise with the scripted model.
+//!    set (the Anthropic Messages API with `--provider anthropic` and
+//!    `ANTHROPIC_API_KEY`), otherwise the offline exercise with the
+//!    scripted model (speaking that provider's shapes).
 //! 2. Use `--session` or boot a guest (removed at the end, on errors and
 //!    on Ctrl-C, unless `--keep`).
 //! 3. Take the session's run lock: a second run on the same session is
@@ -90,9 +92,10 @@ const EXERCISE_SCREEN: Size = Size::new(1280, 800);
 /// not use, and a task (which only a model could do), are refused by
 /// name, never silently dropped.
 fn refuse_what_the_exercise_ignores(a: &RunArgs) -> anyhow::Result<()> {
+    let var = a.provider.key_var();
     if a.task.is_some() {
         bail!(
-            "OPENAI_API_KEY is not set: a task needs a model. Set OPENAI_API_KEY to run it, or run              `host-cli run` without a task for the offline exercise"
+            "{var} is not set: a task needs a model. Set {var} to run it, or run              `host-cli run` without a task for the offline exercise"
         );
     }
     let mut unused: Vec<&str> = a
@@ -107,7 +110,7 @@ fn refuse_what_the_exercise_ignores(a: &RunArgs) -> anyhow::Result<()> {
     }
     if !unused.is_empty() {
         bail!(
-            "OPENAI_API_KEY is not set, so `host-cli run` runs the offline exercise, which does not use {}{}. Set OPENAI_API_KEY to run a task with them, or leave them out",
+            "{var} is not set, so `host-cli run` runs the offline exercise, which does not use {}{}. Set {var} to run a task with them, or leave them out",
             unused.join(", "),
             if unused.iter().any(|u| u.starts_with("--screen")) {
                 format!(" (its script is written for a {EXERCISE_SCREEN} screen)")
@@ -462,11 +465,15 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let Some(key) = key else {
         if a.resume.is_some() {
-            bail!("--resume needs OPENAI_API_KEY (the offline exercise is not resumable)");
+            bail!(
+                "--resume needs {} (the offline exercise is not resumable)",
+                a.provider.key_var()
+            );
         }
         if !a.grants.is_empty() {
             bail!(
-                "--grant: the offline exercise transfers no files; set OPENAI_API_KEY to run a task"
+                "--grant: the offline exercise transfers no files; set {} to run a task",
+                a.provider.key_var()
             );
         }
         refuse_what_the_exercise_ignores(&a)?;
@@ -516,7 +523,8 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     };
     if resume_point.is_none() && a.task.as_deref().is_none_or(|t| t.trim().is_empty()) {
         bail!(
-            "give the task to run (host-cli run \"...\"), or unset OPENAI_API_KEY for the offline exercise"
+            "give the task to run (host-cli run \"...\"), or unset {} for the offline exercise",
+            a.provider.key_var()
         );
     }
     let (dir, rec, mut booted) = session_for(

@@ -5,8 +5,9 @@ use super::*;
 /// Options of `host-cli run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The task for the model. Without OPENAI_API_KEY the offline exercise
-    /// runs instead (and no task is needed).
+    /// The task for the model. Without OPENAI_API_KEY (ANTHROPIC_API_KEY
+    /// with --provider anthropic) the offline exercise runs instead (and
+    /// no task is needed).
     pub task: Option<String>,
     /// Run against this session (otherwise a guest is booted and removed
     /// at the end).

@@ -390,10 +390,10 @@ pub fn to_messages_request(body: &Value, placeholder: &str) -> Result<Value, wir
                 };
                 let mut block = json!({"type": "tool_result", "tool_use_id": id,
                                        "content": [{"type": "text", "text": if text.is_empty() { "(empty)".to_string() } else { text }}]});
-                if let Some(ts) = calls.get(id).and_then(|b| b.get("toolset_name")) {
-                    if !ts.is_null() {
-                        block["toolset_name"] = ts.clone();
-                    }
+                if let Some(ts) = calls.get(id).and_then(|b| b.get("toolset_name"))
+                    && !ts.is_null()
+                {
+                    block["toolset_name"] = ts.clone();
                 }
                 push("user", block);
             }
