@@ -1,7 +1,9 @@
 //! `host-cli run` and `host-cli exercise`: setting up a run.
 //!
 //! 1. Choose the model: the OpenAI Responses API when `OPENAI_API_KEY` is
-//!    set, otherwise the offline exercise with the scripted model.
+//!    set (the Anthropic Messages API with `--provider anthropic` and
+//!    `ANTHROPIC_API_KEY`), otherwise the offline exercise with the
+//!    scripted model (speaking that provider's shapes).
 //! 2. Use `--session` or boot a guest (removed at the end, on errors and
 //!    on Ctrl-C, unless `--keep`).
 //! 3. Take the session's run lock: a second run on the same session is
@@ -29,6 +31,8 @@ use serde_json::json;
 use sandtop_agent::approve::{Approvals, Policy, Terminal};
 use sandtop_agent::browser::grants::Grants;
 use sandtop_agent::browser::toolset::{self as browser, Toolset, UrlPolicy};
+use sandtop_agent::model::anthropic::AnthropicModel;
+use sandtop_agent::model::anthropic::scripted::ScriptedMessages;
 use sandtop_agent::model::scripted::ScriptedModel;
 use sandtop_agent::model::{Model, OpenAiModel, RetryPolicy};
 use sandtop_agent::progress::{EventsFormat, Progress};
@@ -52,7 +56,7 @@ mod exercise_cmd;
 mod resume;
 
 pub use crate::session::{RunLock, hold_session, lock_session, session_holder};
-pub use args::{Given, Reconcile, RunArgs, ToolChoice};
+pub use args::{Given, Provider, Reconcile, RunArgs, ToolChoice};
 use ending::{exit_for, print_outcome};
 pub use ending::{exit_status, summary};
 pub use exercise_cmd::{ExerciseArgs, exercise, exercise_setup};
@@ -62,6 +66,7 @@ use resume::{is_function_call, script_in_doubt};
 /// What `run` without an API key honours: the options the offline
 /// exercise uses (the rest, given, is refused by name).
 const EXERCISE_OPTIONS: &[&str] = &[
+    "provider",
     "session",
     "keep",
     "approve_scripted_checks",
@@ -87,9 +92,10 @@ const EXERCISE_SCREEN: Size = Size::new(1280, 800);
 /// not use, and a task (which only a model could do), are refused by
 /// name, never silently dropped.
 fn refuse_what_the_exercise_ignores(a: &RunArgs) -> anyhow::Result<()> {
+    let var = a.provider.key_var();
     if a.task.is_some() {
         bail!(
-            "OPENAI_API_KEY is not set: a task needs a model. Set OPENAI_API_KEY to run it, or run              `host-cli run` without a task for the offline exercise"
+            "{var} is not set: a task needs a model. Set {var} to run it, or run              `host-cli run` without a task for the offline exercise"
         );
     }
     let mut unused: Vec<&str> = a
@@ -104,7 +110,7 @@ fn refuse_what_the_exercise_ignores(a: &RunArgs) -> anyhow::Result<()> {
     }
     if !unused.is_empty() {
         bail!(
-            "OPENAI_API_KEY is not set, so `host-cli run` runs the offline exercise, which does not use {}{}. Set OPENAI_API_KEY to run a task with them, or leave them out",
+            "{var} is not set, so `host-cli run` runs the offline exercise, which does not use {}{}. Set {var} to run a task with them, or leave them out",
             unused.join(", "),
             if unused.iter().any(|u| u.starts_with("--screen")) {
                 format!(" (its script is written for a {EXERCISE_SCREEN} screen)")
@@ -112,6 +118,24 @@ fn refuse_what_the_exercise_ignores(a: &RunArgs) -> anyhow::Result<()> {
                 String::new()
             }
         );
+    }
+    Ok(())
+}
+
+/// `--provider anthropic`: what the Messages API loop does not do is
+/// refused by name before a guest boots (docs/contract.md rule 69).
+fn refuse_what_the_messages_api_lacks(a: &RunArgs) -> anyhow::Result<()> {
+    for (flag, given) in [
+        ("--store", a.store),
+        ("--stream", a.stream),
+        (
+            "--tool computer-use-preview",
+            a.tool == Some(ToolChoice::ComputerUsePreview),
+        ),
+    ] {
+        if given {
+            bail!("{flag} is an OpenAI Responses option; leave it out with --provider anthropic");
+        }
     }
     Ok(())
 }
@@ -339,10 +363,14 @@ pub fn run_options(a: &RunArgs) -> anyhow::Result<RunOptions> {
     let sign_in = !a.no_sign_in && browser.is_some();
     Ok(RunOptions {
         task: a.task.clone().unwrap_or_default(),
-        model: a.model.clone().unwrap_or_else(|| match shape {
-            ToolShape::Computer => "gpt-5.5".into(),
-            ToolShape::ComputerUsePreview => "computer-use-preview".into(),
-        }),
+        model: a
+            .model
+            .clone()
+            .unwrap_or_else(|| match (a.provider, shape) {
+                (Provider::Anthropic, _) => "claude-opus-5-5".into(),
+                (_, ToolShape::Computer) => "gpt-5.5".into(),
+                (_, ToolShape::ComputerUsePreview) => "computer-use-preview".into(),
+            }),
         shape,
         computer: choice != ToolChoice::Browser,
         browser,
@@ -373,7 +401,13 @@ pub fn run_options(a: &RunArgs) -> anyhow::Result<RunOptions> {
             max_images: a.context_images.max(1),
             max_bytes: a.context_bytes,
         },
-        compaction: a.compaction,
+        // Responses compaction has no Messages counterpart here: the
+        // local context budget applies.
+        compaction: if a.provider == Provider::Anthropic {
+            Compaction::Off
+        } else {
+            a.compaction
+        },
         on_action_error: a.on_action_error,
     })
 }
@@ -406,9 +440,12 @@ fn refuse_scripts_outside_a_fresh_guest(
 
 /// `host-cli run`.
 pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
-    let key = std::env::var("OPENAI_API_KEY")
+    let key = std::env::var(a.provider.key_var())
         .ok()
         .filter(|k| !k.trim().is_empty());
+    if a.provider == Provider::Anthropic {
+        refuse_what_the_messages_api_lacks(&a)?;
+    }
     // Every inconsistency of the options is reported before a guest boots,
     // and so is a credentials file others could read.
     if a.reconcile.is_some() && a.resume.is_none() {
@@ -428,11 +465,15 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let Some(key) = key else {
         if a.resume.is_some() {
-            bail!("--resume needs OPENAI_API_KEY (the offline exercise is not resumable)");
+            bail!(
+                "--resume needs {} (the offline exercise is not resumable)",
+                a.provider.key_var()
+            );
         }
         if !a.grants.is_empty() {
             bail!(
-                "--grant: the offline exercise transfers no files; set OPENAI_API_KEY to run a task"
+                "--grant: the offline exercise transfers no files; set {} to run a task",
+                a.provider.key_var()
             );
         }
         refuse_what_the_exercise_ignores(&a)?;
@@ -443,9 +484,11 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             );
         }
         eprintln!(
-            "host-cli: OPENAI_API_KEY is not set: running the offline exercise (scripted model, real guest)"
+            "host-cli: {} is not set: running the offline exercise (scripted model, real guest)",
+            a.provider.key_var()
         );
         return exercise(ExerciseArgs {
+            provider: a.provider,
             session: a.session,
             keep: a.keep,
             approve_scripted_checks: a.approve_scripted_checks,
@@ -480,7 +523,8 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     };
     if resume_point.is_none() && a.task.as_deref().is_none_or(|t| t.trim().is_empty()) {
         bail!(
-            "give the task to run (host-cli run \"...\"), or unset OPENAI_API_KEY for the offline exercise"
+            "give the task to run (host-cli run \"...\"), or unset {} for the offline exercise",
+            a.provider.key_var()
         );
     }
     let (dir, rec, mut booted) = session_for(
@@ -581,13 +625,22 @@ async fn run_on(
     let mut channel = guest::open_channel(dir, rec).await?;
     let opts = run_options(a)?;
     let (shape, model_name) = (opts.shape, opts.model.clone());
-    let mut model: Box<dyn Model> =
-        Box::new(OpenAiModel::new(key, a.stream, RetryPolicy::default())?);
+    let mut model: Box<dyn Model> = match a.provider {
+        Provider::Openai => Box::new(OpenAiModel::new(key, a.stream, RetryPolicy::default())?),
+        Provider::Anthropic => Box::new(AnthropicModel::new(key, RetryPolicy::default())?),
+    };
     let (mut recorder, resume) = match (&a.resume, resume_point) {
         (Some(run), Some(p)) => {
             if p.finished {
                 bail!(
                     "the run in {} already finished; nothing to resume",
+                    run.display()
+                );
+            }
+            let recorded = p.started.provider.as_deref().unwrap_or("openai");
+            if recorded != a.provider.as_str() {
+                bail!(
+                    "the run in {} talked to the {recorded} API: resume it with --provider {recorded}",
                     run.display()
                 );
             }
@@ -664,6 +717,7 @@ async fn run_on(
                 screenshot: Some(opts.screenshot),
                 confirm_actions: Some(opts.confirm_actions),
                 model_api: Some(model.describe()),
+                provider: Some(a.provider.as_str().into()),
                 booted: booted.map(|_| true),
                 keep: booted,
                 ..Started::default()

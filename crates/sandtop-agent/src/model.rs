@@ -19,6 +19,7 @@ use serde_json::Value;
 use sandtop_hostkit::secret::Secret;
 use sandtop_runfolder::items::{self as wire, ModelResponse};
 
+pub mod anthropic;
 pub mod openai;
 pub mod scripted;
 

@@ -347,7 +347,7 @@ impl<T> From<Result<T, Stop>> for StepOutcome<T> {
 const SKIPPED: &str = "not run: an earlier call of the same response failed";
 
 /// A placeholder for screenshots dropped from resent history: 1x1 PNG.
-const PLACEHOLDER_PNG: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGNgYGAAAAAEAAH2FzhVAAAAAElFTkSuQmCC";
+pub(crate) const PLACEHOLDER_PNG: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGNgYGAAAAAEAAH2FzhVAAAAAElFTkSuQmCC";
 
 /// The items of a JSON array (what `externalize` and `strip_images` of
 /// an array give back).

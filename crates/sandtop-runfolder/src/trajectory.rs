@@ -61,6 +61,10 @@ pub struct Started {
     pub confirm_actions: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_api: Option<String>,
+    /// The model's API (`openai`, `anthropic`); absent in runs recorded
+    /// before it was asked, which are `openai`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
     /// The offline exercise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exercise: Option<bool>,

@@ -5,8 +5,9 @@ use super::*;
 /// Options of `host-cli run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The task for the model. Without OPENAI_API_KEY the offline exercise
-    /// runs instead (and no task is needed).
+    /// The task for the model. Without OPENAI_API_KEY (ANTHROPIC_API_KEY
+    /// with --provider anthropic) the offline exercise runs instead (and
+    /// no task is needed).
     pub task: Option<String>,
     /// Run against this session (otherwise a guest is booted and removed
     /// at the end).
@@ -15,9 +16,16 @@ pub struct RunArgs {
     /// Keep the guest this run boots.
     #[arg(long)]
     pub keep: bool,
-    /// The model (default: gpt-5.5, or computer-use-preview with that tool).
+    /// The model (default: gpt-5.5, or computer-use-preview with that
+    /// tool; with --provider anthropic, claude-opus-5-5).
     #[arg(long)]
     pub model: Option<String>,
+    /// The model's API: `openai` (the Responses API, OPENAI_API_KEY,
+    /// OPENAI_BASE_URL) or `anthropic` (the Messages API with the
+    /// computer toolset, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL; the same
+    /// checks, approvals, budgets and record).
+    #[arg(long, value_enum, default_value_t = Provider::Openai)]
+    pub provider: Provider,
     /// The tools the model gets: the computer tool (`computer`, or the
     /// older `computer-use-preview` shape), the browser tools (`browser`),
     /// or both (`both`: the computer tool and the browser tools). Default:
@@ -202,6 +210,34 @@ impl Reconcile {
         match self {
             Reconcile::Done => "done",
             Reconcile::NotDone => "not-done",
+        }
+    }
+}
+
+/// The model's API (`--provider`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    /// The OpenAI Responses API.
+    Openai,
+    /// The Anthropic Messages API.
+    Anthropic,
+}
+
+impl Provider {
+    /// The word the command line and the trajectory use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Openai => "openai",
+            Provider::Anthropic => "anthropic",
+        }
+    }
+
+    /// The environment variable holding the API key.
+    pub fn key_var(self) -> &'static str {
+        match self {
+            Provider::Openai => "OPENAI_API_KEY",
+            Provider::Anthropic => "ANTHROPIC_API_KEY",
         }
     }
 }

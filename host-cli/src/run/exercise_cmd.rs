@@ -7,6 +7,13 @@ use super::*;
 /// Options of `host-cli exercise`.
 #[derive(Debug, Args)]
 pub struct ExerciseArgs {
+    /// Whose API shapes the scripted model speaks: `openai` (Responses
+    /// items, as the loop does) or `anthropic` (every request translated
+    /// into the Messages body `--provider anthropic` sends and checked,
+    /// every answer a `Message` of computer toolset members read back as
+    /// the API's replies are).
+    #[arg(long, value_enum, default_value_t = Provider::Openai)]
+    pub provider: Provider,
     /// Use this running session (otherwise a guest is booted and removed).
     #[arg(long)]
     pub session: Option<String>,
@@ -182,7 +189,11 @@ pub(super) async fn exercise_on(
     let mut channel = guest::open_channel(dir, rec).await?;
     let mut recorder = create_run(store, a.record.clone(), &rec.name)?;
     let run = recorder.dir().to_path_buf();
-    let (mut model, opts) = exercise_setup(a.browser, false, pace)?;
+    let (scripted, opts) = exercise_setup(a.browser, false, pace)?;
+    let mut model: Box<dyn Model> = match a.provider {
+        Provider::Openai => Box::new(scripted),
+        Provider::Anthropic => Box::new(ScriptedMessages::new(scripted)),
+    };
     if pace == Pace::Emulated {
         eprintln!(
             "host-cli: the guest runs under software emulation: the exercise gives a window at \
@@ -198,6 +209,7 @@ pub(super) async fn exercise_on(
         tool: Some(opts.shape),
         exercise: Some(true),
         model_api: Some(model.describe()),
+        provider: Some(a.provider.as_str().into()),
         ..Started::default()
     })))?;
     // The sign-in's account: provisioned in the guest (through exec's
@@ -264,7 +276,7 @@ pub(super) async fn exercise_on(
     let interrupt = Interrupt::default();
     watch_ctrl_c(&interrupt);
     let mut runner = Runner::new(
-        &mut model,
+        model.as_mut(),
         &mut channel,
         &mut op,
         &mut recorder,
