@@ -312,6 +312,36 @@ pub fn ask_origin(
     }
 }
 
+/// Asks an approve/deny question in `host-cli view` only (no terminal):
+/// what `host-cli mcp` asks there when its client cannot ask the person
+/// (docs/contract.md, `host-cli mcp`). It waits while a viewer is
+/// connected when it is asked, until a button answers, `stop` says the
+/// call ended, or the question's time runs out; with no viewer it denies
+/// at once. `text` is shown as data (inert already).
+pub fn ask_in_view(
+    view: &Served,
+    stop: Option<StopCheck>,
+    kind: QuestionKind,
+    title: String,
+    text: String,
+) -> (DecidedBy, Decision) {
+    let a = Approvals {
+        view: Some(view.clone()),
+        stop: Stop(stop),
+        ..Approvals::default()
+    };
+    let q = ask::Question {
+        kind,
+        title,
+        text: text.clone(),
+        view_text: Some(text),
+        marked: None,
+        answers: &["approve", "deny"],
+        prompt: "",
+    };
+    a.ask_someone(q, "no one is watching in host-cli view (denied by default)")
+}
+
 /// The operator of a run: a policy, a terminal, both, or neither.
 #[derive(Debug, Default)]
 pub struct Approvals {

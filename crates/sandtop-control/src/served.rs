@@ -107,6 +107,9 @@ struct Shared {
     commands: VecDeque<OperatorCommand>,
     closed: Vec<ClosedQuestion>,
     shut: bool,
+    /// Why a take is refused, when this side never hands the desktop
+    /// over (`host-cli mcp`: see [`Served::refuse_takeover`]).
+    no_takeover: Option<String>,
 }
 
 struct Inner {
@@ -184,6 +187,7 @@ impl Served {
                 commands: VecDeque::new(),
                 closed: Vec::new(),
                 shut: false,
+                no_takeover: None,
             }),
             answered: Condvar::new(),
             commands: Notify::new(),
@@ -377,6 +381,13 @@ impl Served {
         std::mem::take(&mut self.shared().closed)
     }
 
+    /// This side never hands the desktop over (it has no step boundary to
+    /// pause at: `host-cli mcp` answers a client's calls): a viewer's
+    /// `take` is refused with `why`, and the questions still go to it.
+    pub fn refuse_takeover(&self, why: &str) {
+        self.shared().no_takeover = Some(why.to_string());
+    }
+
     /// Whether the operator asked for the desktop.
     pub fn take_requested(&self) -> bool {
         self.shared().state.holder == Holder::TakeRequested
@@ -483,6 +494,9 @@ impl Served {
                 None
             }
             Command::Take {} => {
+                if let Some(why) = self.shared().no_takeover.clone() {
+                    return refused("take", &why);
+                }
                 let changed = {
                     let mut s = self.shared();
                     if s.state.holder == Holder::Agent && s.state.phase != Phase::Finished {

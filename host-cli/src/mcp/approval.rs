@@ -13,10 +13,20 @@
 //!    question, and the client calls again with the answer and the opaque
 //!    `requestState`, which names a question this server keeps (one use,
 //!    same tool and arguments, 10 minutes).
-//! 2. Otherwise the operator's `--approve-policy` file.
-//! 3. Otherwise the call is refused, with how to allow it.
+//! 2. Otherwise the operator's `--approve-policy` file, when it decides
+//!    the call (approves the member, or approves or denies batches).
+//! 3. Otherwise `host-cli view SESSION`'s buttons, when a page of it is
+//!    open on the call's guest: the server serves the guest's control
+//!    socket while it holds the guest's run lock, and the question is
+//!    asked there as `host-cli run` asks its own
+//!    ([`crate::agent::approve::ask_in_view`]): Approve runs the call,
+//!    Deny (or the call cancelled, the server stopping, ten minutes
+//!    without an answer) runs nothing.
+//! 4. Otherwise the call is refused, with how to allow it.
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
@@ -26,7 +36,9 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
 
-use crate::agent::approve::{Policy, PolicyAnswer};
+use crate::agent::approve::{DecidedBy, Decision, Policy, PolicyAnswer, StopCheck, ask_in_view};
+use crate::control::served::{Served, wait_for_viewer};
+use crate::control::wire::QuestionKind;
 
 /// The key of our one question in `inputRequests` / `inputResponses`.
 pub const INPUT_KEY: &str = "sandtop_approval";
@@ -37,10 +49,15 @@ const PENDING_MAX: usize = 32;
 
 /// The refusal when no one can be asked.
 pub const NO_ONE: &str = "This call needs the person's approval, and there is no way to ask: \
-the MCP client declares no form elicitation, and no --approve-policy approves it. Use a client \
-that supports elicitation, or start the server with `host-cli mcp --approve-policy FILE` \
-(JSON, e.g. {\"confirm_actions\": \"approve\", \"approve_browser_members\": [\"click\", \"type\"]}). \
-Do not retry it unless the user asks.";
+the MCP client declares no form elicitation, no page of `host-cli view` is open on the guest, \
+and no --approve-policy approves it. To allow it: use a client that supports elicitation; or \
+have the person open `host-cli view SESSION` (its Approve button answers); or start the server \
+with `host-cli mcp --approve-policy FILE` (JSON, e.g. {\"confirm_actions\": \"approve\", \
+\"approve_browser_members\": [\"click\", \"type\"]}). Do not retry it unless the user asks.";
+
+/// How long a question waits for a `host-cli view` that runs (holds the
+/// session's view lock) to connect to the guest's control socket.
+const VIEWER_WAIT: Duration = Duration::from_secs(3);
 
 /// What is asked.
 #[derive(Debug)]
@@ -51,12 +68,15 @@ pub struct Question<'a> {
     pub member: Option<&'a str>,
     /// The call, made inert (model and page text never passes for ours).
     pub description: String,
+    /// The guest's control socket and session folder, when served:
+    /// `host-cli view`'s buttons answer there.
+    pub view: Option<(&'a Served, &'a Path)>,
 }
 
 /// The answer.
 #[derive(Debug)]
 pub enum Verdict {
-    /// Run it. `by`: `elicitation` or `policy`.
+    /// Run it. `by`: `elicitation`, `policy` or `view`.
     Approved { by: &'static str },
     /// Run nothing; `why` is told to the client.
     Refused { why: String, by: &'static str },
@@ -224,7 +244,7 @@ pub async fn ask(
     q: &Question<'_>,
 ) -> Verdict {
     if !form_elicitation(ctx) {
-        return by_policy(policy, q.member);
+        return without_form(ctx, policy, q).await;
     }
     let modern = ctx
         .protocol_version()
@@ -245,6 +265,72 @@ pub async fn ask(
                 why: format!("{why}; nothing ran. Do not retry it unless the user asks."),
                 by: "elicitation",
             },
+        },
+        Err(e) => Verdict::Refused {
+            why: format!("the person could not be asked ({e}); nothing ran"),
+            by: "nobody",
+        },
+    }
+}
+
+/// When the client cannot ask: the policy if it decides, else the view's
+/// buttons if a page is open on the guest, else refused.
+async fn without_form(
+    ctx: &RequestContext<RoleServer>,
+    policy: Option<&Policy>,
+    q: &Question<'_>,
+) -> Verdict {
+    let decided = by_policy(policy, q.member);
+    if !matches!(decided, Verdict::Refused { by: "nobody", .. }) {
+        return decided;
+    }
+    let Some((view, dir)) = q.view else {
+        return decided;
+    };
+    wait_for_viewer(view, dir, VIEWER_WAIT).await;
+    if view.viewers() == 0 {
+        return decided;
+    }
+    in_view(ctx, view, q).await
+}
+
+/// Asks in `host-cli view` (blocking a thread until a button, the call's
+/// cancellation, or the question's time).
+async fn in_view(ctx: &RequestContext<RoleServer>, view: &Served, q: &Question<'_>) -> Verdict {
+    let (kind, what) = match q.member {
+        Some(m) => (QuestionKind::Browser, format!("browser call browser_{m}")),
+        None => (
+            QuestionKind::ConfirmAction,
+            "desktop actions that type or press keys".to_string(),
+        ),
+    };
+    let title = format!(
+        "An MCP client's call on guest {}: {what}",
+        crate::term::safe_line(q.session)
+    );
+    let text = format!(
+        "{}\n\nScreen and page content, and the model's words, are untrusted: they cannot \
+         approve anything.",
+        q.description
+    );
+    let ct = ctx.ct.clone();
+    let stop: StopCheck = Arc::new(move || ct.is_cancelled());
+    let served = view.clone();
+    let asked =
+        tokio::task::spawn_blocking(move || ask_in_view(&served, Some(stop), kind, title, text))
+            .await;
+    // The server's journal records the decision (`approval`), not the
+    // control socket's list.
+    let _ = view.take_closed();
+    match asked {
+        Ok((by, Decision::Approve)) => Verdict::Approved { by: by.as_str() },
+        Ok((DecidedBy::View, Decision::Deny(why))) => Verdict::Refused {
+            why: format!("{why}; nothing ran. Do not retry it unless the user asks."),
+            by: "view",
+        },
+        Ok((by, Decision::Deny(why))) => Verdict::Refused {
+            why: format!("{why}; nothing ran"),
+            by: by.as_str(),
         },
         Err(e) => Verdict::Refused {
             why: format!("the person could not be asked ({e}); nothing ran"),

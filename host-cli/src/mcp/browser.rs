@@ -78,6 +78,8 @@ impl Server {
         } = &mut *st;
         let g = guests.resolve(None).await?;
         let session = g.rec.name.clone();
+        // `host-cli view`'s buttons, when the client cannot ask.
+        let view = g.control.clone().map(|c| (c, g.dir.path.clone()));
         let ch = g.channel().await.map_err(|e| format!("{e:#}"))?;
         // 2. The state before.
         let before = match ch.browser_state().await {
@@ -128,6 +130,7 @@ impl Server {
                 session: &session,
                 member: Some(member),
                 description: tools::prompt(&prepared, &before, last_read.as_ref()),
+                view: view.as_ref().map(|(c, p)| (c, p.as_path())),
             };
             let verdict = approval::ask(
                 ctx,

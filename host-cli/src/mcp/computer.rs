@@ -222,6 +222,8 @@ impl Server {
         } = &mut *st;
         let g = guests.resolve(session_arg).await?;
         let session = g.rec.name.clone();
+        // `host-cli view`'s buttons, when the client cannot ask.
+        let view = g.control.clone().map(|c| (c, g.dir.path.clone()));
         let ch = g.channel().await.map_err(|e| format!("{e:#}"))?;
         let screen = ch
             .info()
@@ -254,6 +256,7 @@ impl Server {
                 session: &session,
                 member: None,
                 description: describe(&actions),
+                view: view.as_ref().map(|(c, p)| (c, p.as_path())),
             };
             let verdict = approval::ask(
                 ctx,

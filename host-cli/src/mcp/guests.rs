@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::agent::cmd::RunLock;
 use crate::channel::Channel;
+use crate::control::served::{FinishOnDrop, Hello, Served};
 use crate::egress::policy::NetworkMode;
 use crate::egress::service::EgressConfig;
 use crate::guest::{self, StartRequest, State};
@@ -21,12 +22,20 @@ use crate::session::{self, BackendKind, SessionDir, SessionRecord, Store};
 pub struct InUse {
     pub dir: SessionDir,
     pub rec: SessionRecord,
-    _lock: RunLock,
     pub channel: Option<Channel>,
     pub started_here: bool,
+    /// The guest's control socket, served while this server holds its run
+    /// lock: `host-cli view` shows the questions a client cannot ask with
+    /// buttons (mcp/approval.rs). Finished (socket removed) when the
+    /// guest leaves this server.
+    pub control: Option<Served>,
+    _control: Option<FinishOnDrop>,
     /// With `--network ask`: the person attached to its egress proxy
     /// (stopped when the guest leaves this server).
     _egress: Option<Detach>,
+    /// Last: fields drop in order, so the control socket is gone before
+    /// the lock is (a run that takes the lock next binds its own).
+    _lock: RunLock,
 }
 
 /// Stops the attachment to a guest's proxy when dropped.
@@ -70,6 +79,8 @@ pub struct Guests {
     current: Option<String>,
     in_use: BTreeMap<String, InUse>,
     origins: Option<OriginQuestions>,
+    /// The server session's run folder (named to the view).
+    run: std::path::PathBuf,
 }
 
 impl Guests {
@@ -79,6 +90,7 @@ impl Guests {
         store: Store,
         bound: Option<&str>,
         origins: Option<OriginQuestions>,
+        run: std::path::PathBuf,
     ) -> anyhow::Result<Guests> {
         let mut g = Guests {
             store,
@@ -86,6 +98,7 @@ impl Guests {
             current: bound.map(str::to_string),
             in_use: BTreeMap::new(),
             origins,
+            run,
         };
         if let Some(name) = bound {
             let dir = g.store.get(name)?;
@@ -106,6 +119,33 @@ impl Guests {
         started_here: bool,
     ) -> anyhow::Result<()> {
         let lock = crate::agent::cmd::hold_session(&dir, "host-cli mcp")?;
+        // The run lock is ours: a control socket left in the folder is a
+        // stale one, and `host-cli view` of this guest attaches to ours.
+        let control = match Served::bind(
+            &dir.path,
+            Hello {
+                session: rec.name.clone(),
+                run_folder: self.run.display().to_string(),
+                task: "host-cli mcp: the calls of an MCP client".into(),
+                max_steps: 0,
+            },
+        ) {
+            Ok(s) => {
+                s.update(|e| e.phase(crate::control::wire::Phase::Model));
+                s.refuse_takeover(
+                    "host-cli mcp drives this guest for an MCP client and does not hand the \
+                     desktop over; stop the MCP server (or its client) to take control",
+                );
+                Some(s)
+            }
+            Err(e) => {
+                eprintln!(
+                    "host-cli mcp: no live view questions for session {}: {e:#}",
+                    rec.name
+                );
+                None
+            }
+        };
         // The seam `run --network ask` answers through: the session's
         // proxy asks, the person answers (mcp/origins.rs).
         let egress = match (&self.origins, rec.egress_pid) {
@@ -115,6 +155,7 @@ impl Guests {
                     paths.control,
                     std::sync::Arc::clone(&o.asker),
                     o.run.clone(),
+                    control.clone().map(|c| (c, dir.path.clone())),
                 )))
             }
             _ => None,
@@ -127,6 +168,8 @@ impl Guests {
                 _lock: lock,
                 channel: None,
                 started_here,
+                _control: control.clone().map(FinishOnDrop),
+                control,
                 _egress: egress,
             },
         );
@@ -259,8 +302,13 @@ impl Guests {
                 continue;
             }
             let InUse {
-                dir, rec, _lock, ..
+                dir,
+                rec,
+                _control,
+                _lock,
+                ..
             } = g;
+            drop(_control);
             drop(_lock);
             if let Err(e) = guest::stop(&self.store, &dir, &rec).await {
                 eprintln!(

@@ -275,7 +275,8 @@ pub async fn serve(a: McpArgs) -> anyhow::Result<ExitCode> {
         asker: Arc::clone(&asker),
         run: run.clone(),
     });
-    let guests = guests::Guests::new(store.clone(), a.session.as_deref(), questions).await?;
+    let guests =
+        guests::Guests::new(store.clone(), a.session.as_deref(), questions, run.clone()).await?;
     let journal = journal::Journal::create(&run, a.session.as_deref())?;
     eprintln!("host-cli mcp: recording to {}", run.display());
     let server = Server {

@@ -14,8 +14,11 @@
 //!   2025-11-25): an `elicitation/create` whose text names the origin
 //!   (scheme, host, port: what the proxy parsed) and nothing a page or
 //!   the model wrote; only `accept` with `approve: true` approves;
+//! - otherwise `host-cli view SESSION`'s buttons (approve, deny, cancel),
+//!   when a page of it is open on the guest: the question is the one
+//!   `host-cli run` asks there ([`crate::agent::approve::ask_origin`]);
 //! - otherwise nobody: the origin is denied, and the refusal says how to
-//!   allow it (`host-cli mcp --network allow:ORIGIN`).
+//!   allow it (`host-cli mcp --network allow:ORIGIN`, the view).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -25,6 +28,7 @@ use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde_json::{Value, json};
 
 use crate::agent::record::{Entry, Recorder};
+use crate::control::served::{Served, wait_for_viewer};
 use crate::egress::proxy::Answer;
 
 /// Who may be asked: the client of the latest tool call that can be.
@@ -56,7 +60,15 @@ impl Asker {
         *self.unable.lock().unwrap_or_else(|p| p.into_inner()) = unable;
     }
 
-    /// Asks the person about `origin`.
+    /// Whether the client of the latest call can be asked.
+    pub fn can_ask(&self) -> bool {
+        self.peer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// Asks the person about `origin` through the client.
     pub async fn ask(&self, origin: &str) -> (Answer, Option<String>) {
         let peer = self.peer.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let Some(peer) = peer else {
@@ -85,8 +97,8 @@ pub fn refusal(origin: &str, why: &str) -> String {
     let o = crate::term::safe_line(origin);
     format!(
         "host-cli mcp: the guest's request to {o} is denied for this session: {why}. To allow it, \
-         use a client with form elicitation, or start the server with \
-         `host-cli mcp --network allow:{o}`."
+         use a client with form elicitation, have the person open `host-cli view SESSION` \
+         (its buttons answer), or start the server with `host-cli mcp --network allow:{o}`."
     )
 }
 
@@ -140,12 +152,33 @@ pub struct Operator {
     /// The server session's run folder: questions and the proxy's
     /// decisions go into its trajectory, as a run's do.
     pub run: PathBuf,
+    /// The guest's control socket and session folder: `host-cli view`
+    /// answers when the client cannot, and shows the decisions.
+    pub view: Option<(Served, PathBuf)>,
 }
+
+/// How long a question waits for a running `host-cli view` to connect.
+const VIEWER_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl crate::egress::service::Attached for Operator {
     fn answer(&mut self, origin: &str) -> Answer {
         // A blocking thread of the attach loop (see `attach`).
-        let (answer, refused) = self.runtime.block_on(self.asker.ask(origin));
+        let viewer = match &self.view {
+            Some((v, dir)) if !self.asker.can_ask() => {
+                self.runtime.block_on(wait_for_viewer(v, dir, VIEWER_WAIT));
+                (v.viewers() > 0).then_some(v)
+            }
+            _ => None,
+        };
+        let (answer, refused) = match viewer {
+            Some(v) => {
+                let a = crate::agent::approve::ask_origin(None, Some(v), origin);
+                // The trajectory's entry is the one written below.
+                let _ = v.take_closed();
+                (a, None)
+            }
+            None => self.runtime.block_on(self.asker.ask(origin)),
+        };
         if let Some(r) = &refused {
             eprintln!("{r}");
         }
@@ -162,6 +195,9 @@ impl crate::egress::service::Attached for Operator {
     }
 
     fn journal(&mut self, entry: &Value) {
+        if let Some((v, _)) = &self.view {
+            v.network(entry.clone());
+        }
         if let Ok(mut rec) = Recorder::open(&self.run) {
             let _ = rec.write(&Entry::Egress {
                 entry: entry.clone(),
@@ -172,12 +208,18 @@ impl crate::egress::service::Attached for Operator {
 
 /// Attaches the person (through `asker`) to a guest's egress proxy, for
 /// as long as the returned task runs (aborting it detaches).
-pub fn attach(control: PathBuf, asker: Arc<Asker>, run: PathBuf) -> tokio::task::JoinHandle<()> {
+pub fn attach(
+    control: PathBuf,
+    asker: Arc<Asker>,
+    run: PathBuf,
+    view: Option<(Served, PathBuf)>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let op = Operator {
             asker,
             runtime: tokio::runtime::Handle::current(),
             run,
+            view,
         };
         let Some(inner) =
             crate::egress::service::attach(&control, Box::new(op), Box::new(|| {})).await

@@ -174,6 +174,7 @@ fn the_form_is_a_form_mode_request_of_one_boolean() {
         session: "s1",
         member: Some("click"),
         description: "browser_click {\"target\":\"e1\"}".into(),
+        view: None,
     };
     let v = serde_json::to_value(approval::form(&q)).unwrap();
     assert_eq!(v["mode"], "form");

@@ -721,3 +721,115 @@ fn the_first_answer_wins_between_the_terminal_and_the_view() {
     served.finish("finished");
     drop(rt);
 }
+
+/// `host-cli mcp`'s question in the view alone: with no viewer it is
+/// denied at once; a connected viewer's Approve approves and Deny denies,
+/// each closed as the view's; a stop closes it unanswered.
+#[test]
+fn a_question_in_the_view_alone_is_the_viewers_or_nobodys() {
+    use sandtop_control::served::{Hello, Served};
+    use sandtop_control::wire::{Event, SOCKET_NAME};
+    use std::io::{BufRead as _, Write as _};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let served = rt
+        .block_on(async {
+            Served::bind(
+                dir.path(),
+                Hello {
+                    session: "s".into(),
+                    run_folder: "r".into(),
+                    task: "host-cli mcp".into(),
+                    max_steps: 0,
+                },
+            )
+        })
+        .unwrap();
+    let ask = |stop: Option<StopCheck>| {
+        let s = served.clone();
+        std::thread::spawn(move || {
+            ask_in_view(
+                &s,
+                stop,
+                QuestionKind::ConfirmAction,
+                "An MCP client's call on guest s".into(),
+                "  0: {\"type\":\"type\",\"text\":\"x\"}".into(),
+            )
+        })
+    };
+    // No viewer: denied at once, by nobody.
+    let (by, d) = joined(ask(None));
+    assert_eq!(by, DecidedBy::Nobody);
+    assert!(
+        matches!(d, Decision::Deny(ref w) if w.contains("host-cli view")),
+        "{d:?}"
+    );
+
+    let sock = std::os::unix::net::UnixStream::connect(dir.path().join(SOCKET_NAME)).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut lines = std::io::BufReader::new(sock.try_clone().unwrap()).lines();
+    let mut viewer = sock;
+    let mut next = move || -> Event {
+        serde_json::from_str(&lines.next().expect("a line").expect("read")).unwrap()
+    };
+    next();
+    next();
+    for _ in 0..500 {
+        if served.viewers() == 1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    for (word, want) in [
+        ("approve", Decision::Approve),
+        ("deny", Decision::Deny(String::new())),
+    ] {
+        let h = ask(None);
+        let id = loop {
+            if let Event::Question {
+                id, kind, answers, ..
+            } = next()
+            {
+                assert_eq!(kind, QuestionKind::ConfirmAction);
+                assert_eq!(answers, ["approve", "deny"]);
+                break id;
+            }
+        };
+        writeln!(viewer, r#"{{"type":"answer","id":{id},"answer":"{word}"}}"#).unwrap();
+        let (by, d) = joined(h);
+        assert_eq!(by, DecidedBy::View);
+        assert_eq!(
+            std::mem::discriminant(&d),
+            std::mem::discriminant(&want),
+            "{d:?}"
+        );
+        loop {
+            if let Event::Closed { id: c, by, answer } = next() {
+                assert_eq!((c, by.as_str(), answer.as_str()), (id, "view", word));
+                break;
+            }
+        }
+    }
+    // The call ends while asked: closed by `stop`, nothing approved.
+    let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stopped.clone();
+    let h = ask(Some(std::sync::Arc::new(move || {
+        flag.load(std::sync::atomic::Ordering::SeqCst)
+    })));
+    loop {
+        if let Event::Question { .. } = next() {
+            break;
+        }
+    }
+    stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (by, d) = joined(h);
+    assert_eq!(by, DecidedBy::Nobody);
+    assert!(matches!(d, Decision::Deny(_)));
+    loop {
+        if let Event::Closed { by, answer, .. } = next() {
+            assert_eq!((by.as_str(), answer.as_str()), ("stop", "deny"));
+            break;
+        }
+    }
+}

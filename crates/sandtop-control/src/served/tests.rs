@@ -234,6 +234,34 @@ async fn a_take_withdrawn_before_the_boundary_leaves_the_agent_in_control() {
     assert!(!s.take_requested());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_side_that_never_hands_over_refuses_take_and_still_asks() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Served::bind(dir.path(), hello()).unwrap();
+    s.refuse_takeover("host-cli mcp does not hand the desktop over");
+    let mut v = Viewer::connect(dir.path()).await;
+    v.next().await;
+    v.next().await;
+    v.send(json!({"type":"take"})).await;
+    assert!(matches!(
+        v.next().await,
+        Event::Refused { what, why } if what == "take" && why.contains("host-cli mcp")
+    ));
+    assert!(!s.take_requested());
+    let id = s.open(
+        QuestionKind::ConfirmAction,
+        "t".into(),
+        "x".into(),
+        None,
+        &["approve", "deny"],
+    );
+    assert!(matches!(v.next().await, Event::Question { id: q, .. } if q == id));
+    v.send(json!({"type":"answer","id":id,"answer":"approve"}))
+        .await;
+    let a = s.wait_answer(id, Duration::from_secs(5)).unwrap();
+    assert_eq!(a.word, "approve");
+}
+
 #[test]
 fn a_stale_socket_is_replaced() {
     let rt = tokio::runtime::Runtime::new().unwrap();
