@@ -121,12 +121,123 @@ pub fn base_url() -> String {
         .to_string()
 }
 
+/// One request's outcome: an answer (or a refusal) for the caller, or a
+/// failure worth another attempt. Both model APIs share it.
 enum Attempt {
     Done(Result<ModelResponse, ModelError>),
     Retry {
         why: String,
         after: Option<Duration>,
     },
+}
+
+/// The HTTP client both model APIs are called with.
+fn http_client() -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(600))
+        .user_agent(concat!("sandtop-host-cli/", env!("CARGO_PKG_VERSION")))
+        .build()?)
+}
+
+/// Sends a request to a model API (authorised with `key`, which no error
+/// text repeats): the response when its status is a success; otherwise
+/// the attempt's outcome: retried on no answer, 429 or a server error
+/// (the Messages API's 529 "overloaded" among them; `Retry-After`
+/// honoured), refused on any other status.
+async fn send(req: reqwest::RequestBuilder, key: &Secret) -> Result<reqwest::Response, Attempt> {
+    let resp = req
+        .bearer_auth(key.expose())
+        .send()
+        .await
+        .map_err(|e| Attempt::Retry {
+            why: key.redact(&format!("request failed: {e}")),
+            after: None,
+        })?;
+    let status = resp.status();
+    if status.as_u16() == 429 || status.is_server_error() {
+        let after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let text = resp.text().await.unwrap_or_default();
+        return Err(Attempt::Retry {
+            why: key.redact(&format!("status {status}: {}", api_message(&text))),
+            after,
+        });
+    }
+    if !status.is_success() {
+        let text = resp.text().await.unwrap_or_default();
+        return Err(Attempt::Done(Err(ModelError::Refused {
+            status: status.as_u16(),
+            message: key.redact(&api_message(&text)),
+            param: api_param(&text),
+        })));
+    }
+    Ok(resp)
+}
+
+/// A whole JSON reply, read by `parse`; one that does not arrive whole or
+/// is not JSON is retried.
+async fn json_reply(
+    resp: reqwest::Response,
+    parse: fn(&Value) -> Result<ModelResponse, wire::Malformed>,
+) -> Attempt {
+    match resp.bytes().await {
+        Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+            Ok(v) => Attempt::Done(parse(&v).map_err(ModelError::from)),
+            Err(e) => Attempt::Retry {
+                why: format!("the reply is not JSON: {e}"),
+                after: None,
+            },
+        },
+        Err(e) => Attempt::Retry {
+            why: format!("reading the reply: {e}"),
+            after: None,
+        },
+    }
+}
+
+/// Makes `attempt` up to the policy's number of times, waiting its delay
+/// between two (each failure logged, model text made safe for a terminal).
+async fn with_retries<F, Fut>(
+    retry: RetryPolicy,
+    mut attempt: F,
+) -> Result<(ModelResponse, CallStats), ModelError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Attempt>,
+{
+    let start = Instant::now();
+    let mut last = String::new();
+    for n in 1..=retry.max_attempts {
+        match attempt().await {
+            Attempt::Done(r) => {
+                return r.map(|resp| {
+                    (
+                        resp,
+                        CallStats {
+                            attempts: n,
+                            duration: start.elapsed(),
+                        },
+                    )
+                });
+            }
+            Attempt::Retry { why, after } => {
+                tracing::warn!(attempt = n, reason = %sandtop_hostkit::term::safe_line(&why), "model request failed; retrying");
+                last = why;
+                if n < retry.max_attempts {
+                    tokio::time::sleep(retry.delay(n, after)).await;
+                }
+            }
+        }
+    }
+    Err(ModelError::Exhausted {
+        attempts: retry.max_attempts,
+        last,
+    })
 }
 
 impl OpenAiModel {
@@ -142,13 +253,8 @@ impl OpenAiModel {
         stream: bool,
         retry: RetryPolicy,
     ) -> anyhow::Result<OpenAiModel> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(600))
-            .user_agent(concat!("sandtop-host-cli/", env!("CARGO_PKG_VERSION")))
-            .build()?;
         Ok(OpenAiModel {
-            client,
+            client: http_client()?,
             url: format!("{}/responses", base.trim_end_matches('/')),
             key,
             stream,
@@ -157,62 +263,14 @@ impl OpenAiModel {
     }
 
     async fn attempt(&self, body: &Value) -> Attempt {
-        let resp = self
-            .client
-            .post(&self.url)
-            .bearer_auth(self.key.expose())
-            .json(body)
-            .send()
-            .await;
-        let resp = match resp {
+        let resp = match send(self.client.post(&self.url).json(body), &self.key).await {
             Ok(r) => r,
-            Err(e) => {
-                return Attempt::Retry {
-                    why: self.key.redact(&format!("request failed: {e}")),
-                    after: None,
-                };
-            }
+            Err(a) => return a,
         };
-        let status = resp.status();
-        if status.as_u16() == 429 || status.is_server_error() {
-            let after = resp
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
-            let text = resp.text().await.unwrap_or_default();
-            return Attempt::Retry {
-                why: self
-                    .key
-                    .redact(&format!("status {status}: {}", api_message(&text))),
-                after,
-            };
-        }
-        if !status.is_success() {
-            let text = resp.text().await.unwrap_or_default();
-            return Attempt::Done(Err(ModelError::Refused {
-                status: status.as_u16(),
-                message: self.key.redact(&api_message(&text)),
-                param: api_param(&text),
-            }));
-        }
         if self.stream {
             self.read_stream(resp).await
         } else {
-            match resp.bytes().await {
-                Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
-                    Ok(v) => Attempt::Done(wire::parse_response(&v).map_err(ModelError::from)),
-                    Err(e) => Attempt::Retry {
-                        why: format!("the reply is not JSON: {e}"),
-                        after: None,
-                    },
-                },
-                Err(e) => Attempt::Retry {
-                    why: format!("reading the reply: {e}"),
-                    after: None,
-                },
-            }
+            json_reply(resp, wire::parse_response).await
         }
     }
 
@@ -304,36 +362,8 @@ impl Model for OpenAiModel {
     }
 
     fn create<'a>(&'a mut self, body: &'a Value) -> Creating<'a> {
-        Box::pin(async move {
-            let start = Instant::now();
-            let mut last = String::new();
-            for n in 1..=self.retry.max_attempts {
-                match self.attempt(body).await {
-                    Attempt::Done(r) => {
-                        return r.map(|resp| {
-                            (
-                                resp,
-                                CallStats {
-                                    attempts: n,
-                                    duration: start.elapsed(),
-                                },
-                            )
-                        });
-                    }
-                    Attempt::Retry { why, after } => {
-                        tracing::warn!(attempt = n, reason = %sandtop_hostkit::term::safe_line(&why), "model request failed; retrying");
-                        last = why;
-                        if n < self.retry.max_attempts {
-                            tokio::time::sleep(self.retry.delay(n, after)).await;
-                        }
-                    }
-                }
-            }
-            Err(ModelError::Exhausted {
-                attempts: self.retry.max_attempts,
-                last,
-            })
-        })
+        let this = &*self;
+        Box::pin(with_retries(this.retry, move || this.attempt(body)))
     }
 }
 

@@ -36,11 +36,9 @@
 //! The key is sent as the SDK 2.x sends it (`Authorization: Bearer`) and
 //! never appears in errors or logs.
 
-use std::time::{Duration, Instant};
-
 use serde_json::{Map, Value, json};
 
-use super::{CallStats, Creating, Model, ModelError, RetryPolicy, api_message, api_param};
+use super::{Attempt, Creating, Model, RetryPolicy, http_client, json_reply, send, with_retries};
 use sandtop_hostkit::secret::Secret;
 use sandtop_protocol::limits;
 use sandtop_runfolder::items::{self as wire, ModelResponse};
@@ -95,14 +93,6 @@ pub struct AnthropicModel {
     placeholder: &'static str,
 }
 
-enum Attempt {
-    Done(Result<ModelResponse, ModelError>),
-    Retry {
-        why: String,
-        after: Option<Duration>,
-    },
-}
-
 impl AnthropicModel {
     /// A client for `ANTHROPIC_BASE_URL` (or the default).
     pub fn new(key: Secret, retry: RetryPolicy) -> anyhow::Result<AnthropicModel> {
@@ -115,13 +105,8 @@ impl AnthropicModel {
         base: &str,
         retry: RetryPolicy,
     ) -> anyhow::Result<AnthropicModel> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(600))
-            .user_agent(concat!("sandtop-host-cli/", env!("CARGO_PKG_VERSION")))
-            .build()?;
         Ok(AnthropicModel {
-            client,
+            client: http_client()?,
             url: format!("{}/v1/messages", base.trim_end_matches('/')),
             key,
             retry,
@@ -130,60 +115,14 @@ impl AnthropicModel {
     }
 
     async fn attempt(&self, body: &Value) -> Attempt {
-        let resp = self
+        let req = self
             .client
             .post(&self.url)
-            .bearer_auth(self.key.expose())
             .header("anthropic-version", API_VERSION)
-            .json(body)
-            .send()
-            .await;
-        let resp = match resp {
-            Ok(r) => r,
-            Err(e) => {
-                return Attempt::Retry {
-                    why: self.key.redact(&format!("request failed: {e}")),
-                    after: None,
-                };
-            }
-        };
-        let status = resp.status();
-        // 529 is the API's "overloaded": a server error, retried as one.
-        if status.as_u16() == 429 || status.is_server_error() {
-            let after = resp
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
-            let text = resp.text().await.unwrap_or_default();
-            return Attempt::Retry {
-                why: self
-                    .key
-                    .redact(&format!("status {status}: {}", api_message(&text))),
-                after,
-            };
-        }
-        if !status.is_success() {
-            let text = resp.text().await.unwrap_or_default();
-            return Attempt::Done(Err(ModelError::Refused {
-                status: status.as_u16(),
-                message: self.key.redact(&api_message(&text)),
-                param: api_param(&text),
-            }));
-        }
-        match resp.bytes().await {
-            Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
-                Ok(v) => Attempt::Done(from_message(&v).map_err(ModelError::from)),
-                Err(e) => Attempt::Retry {
-                    why: format!("the reply is not JSON: {e}"),
-                    after: None,
-                },
-            },
-            Err(e) => Attempt::Retry {
-                why: format!("reading the reply: {e}"),
-                after: None,
-            },
+            .json(body);
+        match send(req, &self.key).await {
+            Ok(resp) => json_reply(resp, from_message).await,
+            Err(a) => a,
         }
     }
 }
@@ -195,35 +134,9 @@ impl Model for AnthropicModel {
 
     fn create<'a>(&'a mut self, body: &'a Value) -> Creating<'a> {
         Box::pin(async move {
-            let start = Instant::now();
             let request = to_messages_request(body, self.placeholder)?;
-            let mut last = String::new();
-            for n in 1..=self.retry.max_attempts {
-                match self.attempt(&request).await {
-                    Attempt::Done(r) => {
-                        return r.map(|resp| {
-                            (
-                                resp,
-                                CallStats {
-                                    attempts: n,
-                                    duration: start.elapsed(),
-                                },
-                            )
-                        });
-                    }
-                    Attempt::Retry { why, after } => {
-                        tracing::warn!(attempt = n, reason = %sandtop_hostkit::term::safe_line(&why), "model request failed; retrying");
-                        last = why;
-                        if n < self.retry.max_attempts {
-                            tokio::time::sleep(self.retry.delay(n, after)).await;
-                        }
-                    }
-                }
-            }
-            Err(ModelError::Exhausted {
-                attempts: self.retry.max_attempts,
-                last,
-            })
+            let (this, request) = (&*self, &request);
+            with_retries(this.retry, move || this.attempt(request)).await
         })
     }
 }
