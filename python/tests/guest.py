@@ -11,8 +11,11 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
+import time
 import zlib
-from typing import IO, Any, Optional
+from contextlib import contextmanager
+from typing import IO, Any, Callable, Iterator, Optional
 
 import pytest
 
@@ -79,9 +82,8 @@ def binary(env: str, name: str) -> Optional[str]:
     return build(name) or shutil.which(name)
 
 
-def need_guest() -> tuple[str, str]:
-    """host-cli and mock-responses (built when absent), with Docker and the
-    guest image; else skip."""
+def need_docker() -> None:
+    """Docker and the guest image; else skip."""
     if shutil.which("docker") is None:
         skip("docker", "docker is not installed")
     info = subprocess.run(["docker", "info"], capture_output=True, timeout=30)
@@ -90,6 +92,62 @@ def need_guest() -> tuple[str, str]:
     image = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, timeout=30)
     if image.returncode != 0:
         skip("docker", f"the guest image {IMAGE} is missing (make guest-image)")
+
+
+@contextmanager
+def guest_session(prefix: str) -> Iterator[tuple[str, Any]]:
+    """host-cli and a 1280x800 guest started through the `sandtop`
+    package in a private state folder (SANDTOP_STATE_DIR while it runs);
+    stopped and the folder removed after. Skips without Docker, the image
+    or host-cli."""
+    need_docker()
+    host_cli = binary("SANDTOP_HOST_CLI", "host-cli")
+    if host_cli is None:
+        skip("docker", "host-cli is not built (SANDTOP_HOST_CLI)")
+    assert host_cli is not None
+    import sandtop
+
+    state = tempfile.mkdtemp(prefix=prefix)
+    old = os.environ.get("SANDTOP_STATE_DIR")
+    os.environ["SANDTOP_STATE_DIR"] = state
+    session = sandtop.Session.start(host_cli=host_cli, screen=(1280, 800), image=IMAGE)
+    try:
+        yield host_cli, session
+    finally:
+        session.stop()
+        if old is None:
+            os.environ.pop("SANDTOP_STATE_DIR", None)
+        else:
+            os.environ["SANDTOP_STATE_DIR"] = old
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def running(container: str, proc: str) -> bool:
+    """Whether a process named `proc` runs in the guest's container."""
+    p = subprocess.run(["docker", "exec", container, "pgrep", "-x", proc], capture_output=True, timeout=30)
+    return p.returncode == 0
+
+
+def kill(container: str, proc: str) -> None:
+    """Ends the guest's processes named `proc`."""
+    subprocess.run(["docker", "exec", container, "pkill", "-x", proc], capture_output=True, timeout=30)
+
+
+def until(what: str, pred: Callable[[], Any], within: float = 30.0) -> Any:
+    """`pred()`'s first true value, asked every 0.2 s for `within` seconds."""
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def need_guest() -> tuple[str, str]:
+    """host-cli and mock-responses (built when absent), with Docker and the
+    guest image; else skip."""
+    need_docker()
     host_cli = binary("SANDTOP_HOST_CLI", "host-cli")
     mock = binary("SANDTOP_MOCK_RESPONSES", "mock-responses")
     if host_cli is None or mock is None:

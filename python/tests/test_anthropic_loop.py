@@ -16,21 +16,18 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator
 
 import pytest
 
 pytest.importorskip("anthropic")
 
-import sandtop  # noqa: E402
-
 sys.path.insert(0, os.path.dirname(__file__))
-from guest import IMAGE, binary, decode_png, guest_file, skip  # noqa: E402
+from guest import decode_png, guest_file, guest_session, kill, running, until  # noqa: E402
 from mock_messages import MockMessages, result_image, result_text, tool_results, tool_use  # noqa: E402
 
 # testkit/src/corpus.rs TYPING, byte for byte (as test_anthropic_guest.py).
@@ -49,48 +46,16 @@ class Guest:
         self.container = session.container_name
 
     def running(self, proc: str) -> bool:
-        p = subprocess.run(["docker", "exec", self.container, "pgrep", "-x", proc], capture_output=True, timeout=30)
-        return p.returncode == 0
+        return running(self.container, proc)
 
     def kill(self, proc: str) -> None:
-        subprocess.run(["docker", "exec", self.container, "pkill", "-x", proc], capture_output=True, timeout=30)
+        kill(self.container, proc)
 
 
 @pytest.fixture(scope="module")
 def guest() -> Iterator[Guest]:
-    host_cli = binary("SANDTOP_HOST_CLI", "host-cli")
-    if shutil.which("docker") is None:
-        skip("docker", "docker is not installed")
-    if subprocess.run(["docker", "info"], capture_output=True, timeout=30).returncode != 0:
-        skip("docker", "the Docker engine cannot be reached")
-    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, timeout=30).returncode != 0:
-        skip("docker", f"the guest image {IMAGE} is missing (make guest-image)")
-    if host_cli is None:
-        skip("docker", "host-cli is not built (SANDTOP_HOST_CLI)")
-    assert host_cli is not None
-    state = tempfile.mkdtemp(prefix="sandtop-claude-loop-")
-    old = os.environ.get("SANDTOP_STATE_DIR")
-    os.environ["SANDTOP_STATE_DIR"] = state
-    session = sandtop.Session.start(host_cli=host_cli, screen=(1280, 800), image=IMAGE)
-    try:
+    with guest_session("sandtop-claude-loop-") as (host_cli, session):
         yield Guest(host_cli, session)
-    finally:
-        session.stop()
-        if old is None:
-            os.environ.pop("SANDTOP_STATE_DIR", None)
-        else:
-            os.environ["SANDTOP_STATE_DIR"] = old
-        shutil.rmtree(state, ignore_errors=True)
-
-
-def until(what: str, pred: Callable[[], Any], within: float = 30.0) -> Any:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 Step = Callable[[dict[str, Any]], Any]
