@@ -385,9 +385,9 @@ impl Replayer<'_> {
     }
 }
 
-/// The waits-only inputs right after input `k` that have a recorded
-/// screen (within `until`): the end of the stretch whose screens are a
-/// matter of time.
+/// The last of the waits-only inputs with a recorded screen (within
+/// `until`) that follow input `k` without a gap (`k` when none): the end
+/// of the stretch whose screens are a matter of time.
 fn waits_after(inputs: &[plan::Input], k: usize, until: Option<u32>) -> usize {
     let mut end = k;
     while end + 1 < inputs.len()
