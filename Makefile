@@ -26,7 +26,8 @@ build:
 TEST_FEATURES ?= --features host-cli/bench
 # Every step after the build runs even when an earlier one failed (one run
 # shows everything that is broken); cargo's own list of failed test
-# targets is kept from its output for the summary at the end.
+# targets and their failure messages are kept from its output (both
+# streams) for the summary at the end, so a log's tail shows why.
 TEST_LOG ?= $(SDK_TARGET)/make-test.log
 test: deps
 	$(CARGO) build --locked --workspace --all-targets $(TEST_FEATURES)
@@ -42,8 +43,7 @@ test: deps
 		echo "make test: no Docker engine answers; the E tier (tests/tests/e2e.rs) and the VM tier will SKIP"; \
 	fi; \
 	mkdir -p "$(dir $(TEST_LOG))"; \
-	exec 3>&1; \
-	$(CARGO) test --locked --workspace --no-fail-fast $(TEST_FEATURES) 2>&1 1>&3 3>&- | tee "$(TEST_LOG)" >&2; \
+	$(CARGO) test --locked --workspace --no-fail-fast $(TEST_FEATURES) 2>&1 | tee "$(TEST_LOG)"; \
 	status=$${PIPESTATUS[0]}; \
 	if [ $$status -ne 0 ]; then \
 		targets=$$(awk '/^error: [0-9]+ targets? failed:/ {f=1; next} f && /^    / {sub(/^ +/, ""); printf "%s%s", sep, $$0; sep = ", "; next} {f=0}' "$(TEST_LOG)"); \
@@ -51,11 +51,20 @@ test: deps
 	fi; \
 	$(MAKE) --no-print-directory sdk-test || failed+=("the Python tier (make sdk-test)"); \
 	if [ $${#failed[@]} -ne 0 ]; then \
+		if [ $$status -ne 0 ]; then \
+			echo "make test: what the failed Rust tests printed (from $(TEST_LOG), at most 40 lines each):"; \
+			awk '/^failures:$$/ {f=1; n=0; next} /^test result:/ {f=0} f && n < 40 {print "  | " $$0; n++}' "$(TEST_LOG)"; \
+		fi; \
 		echo "make test: $${#failed[@]} step(s) failed:"; \
 		printf '  - %s\n' "$${failed[@]}"; \
 		exit 1; \
 	fi; \
 	echo "make test: every tier passed (or printed why it skipped)"
+
+## test-full: `make test` with the whole offline task set in host-cli/tests/batch.rs (SANDTOP_BATCH_FULL=1: every task of examples/tasks/ with --parallel 4; `make test` runs one task of each app)
+.PHONY: test-full
+test-full:
+	SANDTOP_BATCH_FULL=1 $(MAKE) --no-print-directory test
 
 ## sdk-test: the Python package (python/) in a virtualenv with openai==3.57.0, anthropic==2.17.0 and mcp==2.3.0 from PyPI: unit tests, then the SDK exercise and `host-cli mcp` driven by the MCP Python SDK on a real guest (SKIPs without Docker, the guest image or PyPI; SANDTOP_REQUIRE=docker makes that a failure)
 SDK_VENV ?= $(SDK_TARGET)/sdk-venv

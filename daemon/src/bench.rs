@@ -20,15 +20,17 @@
 //!    - keys after a shortcut (docs/contract.md 2b): `[CTRL+L, type]` with
 //!      a window that repaints on the key, with nothing reacting (the
 //!      cap), and `[ENTER, type]` (no shortcut, no wait);
+//!    - the same screenshot in each format the daemon writes (PNG, JPEG, WebP),
+//!      end to end and inside the daemon (its own phase timings);
 //!    - the daemon's resident memory idle and after many screenshots.
 //!
 //! Peer tools that are not installed are reported as skipped, never faked.
 //!
-//! Size: ~850 lines, no tests: one sequential measurement, `run` (~300
-//! lines) taking the steps above in order, and the helpers only it uses
-//! (`Reactor`: the window that answers a shortcut).
-//! If it grows, the scene (`scene`, `paint`) and the peer tools' timers
-//! (`time_cmd`, `time_import`, `time_scrot`) are the parts to move out.
+//! Layout: no tests: one sequential measurement, `run` taking the steps above
+//! in order, and the helpers only it uses (`Reactor`: the window that answers
+//! a shortcut). If it grows, the scene (`scene`, `paint`) and the peer tools'
+//! timers (`time_cmd`, `time_import`, `time_scrot`) are the parts to move
+//! out.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
@@ -37,11 +39,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use http::Method;
 use sandtop_client::{Client, Token};
-use sandtop_protocol::{Action, BatchRequest, Button, ScreenshotOptions, Size, session};
+use sandtop_protocol::{
+    Action, BatchRequest, Button, ImageFormat, ScreenshotOptions, Size, session,
+};
 use serde::Serialize;
 use x11rb::connection::Connection as _;
 use x11rb::protocol::xproto::{
-    ConnectionExt as _, CreateGCAux, CreateWindowAux, ImageFormat, WindowClass,
+    ConnectionExt as _, CreateGCAux, CreateWindowAux, ImageFormat as XImageFormat, WindowClass,
 };
 use x11rb::rust_connection::RustConnection;
 
@@ -111,6 +115,20 @@ pub struct Report {
     /// Median time inside the daemon of a screenshot of an unchanged
     /// screen (answered again, `timings.reused`).
     pub unchanged_server_total_ms: f64,
+    /// The same screenshot (1920x1080 -> 1280x720, a changed screen) in
+    /// each format the daemon writes, PNG included, measured one format
+    /// after the other in this run.
+    pub formats: Vec<FormatRow>,
+}
+
+/// One screenshot format: end to end, inside the daemon, and its size.
+#[derive(Debug, Clone, Serialize)]
+pub struct FormatRow {
+    pub format: ImageFormat,
+    pub end_to_end: Stat,
+    pub server_side: ServerSide,
+    /// The reply (JSON with base64), the last one taken.
+    pub reply_bytes: usize,
 }
 
 /// Where the daemon spends a screenshot (medians, ms).
@@ -268,7 +286,7 @@ fn paint(display: &str, size: Size) -> anyhow::Result<Scene> {
             }
         }
         conn.put_image(
-            ImageFormat::Z_PIXMAP,
+            XImageFormat::Z_PIXMAP,
             win,
             gc,
             size.width as u16,
@@ -508,6 +526,62 @@ fn screenshot_timings(
     Ok((reply.len(), parsed.timings))
 }
 
+/// Every screenshot format the daemon writes, in the bench's order.
+const BENCH_FORMATS: [ImageFormat; 3] = [ImageFormat::Png, ImageFormat::Jpeg, ImageFormat::Webp];
+
+/// `n` screenshots of a changed screen in `format` (after a few not
+/// timed, so its buffers are warm).
+async fn time_format(
+    client: &mut Client,
+    scene: &mut Scene,
+    opts: ScreenshotOptions,
+    format: ImageFormat,
+    n: usize,
+) -> anyhow::Result<FormatRow> {
+    eprintln!("bench: screenshots as {format:?}");
+    let body = serde_json::to_vec(&ScreenshotOptions { format, ..opts })?;
+    let mut reply_bytes = 0;
+    for _ in 0..5 {
+        scene.change()?;
+        reply_bytes = screenshot_timings(api_screenshot(client, &body).await?)?.0;
+    }
+    let mut shots = Vec::with_capacity(n);
+    let mut phases: [Vec<f64>; 4] = Default::default();
+    for _ in 0..n {
+        scene.change()?;
+        let t = Instant::now();
+        let reply = api_screenshot(client, &body).await?;
+        shots.push(t.elapsed());
+        let (bytes, timings) = screenshot_timings(reply)?;
+        if timings.reused {
+            bail!("a screenshot of a changed screen was reused");
+        }
+        reply_bytes = bytes;
+        phases[0].push(timings.capture_ms);
+        phases[1].push(timings.scale_ms);
+        phases[2].push(timings.encode_ms);
+        phases[3].push(timings.total_ms);
+    }
+    let [capture_ms, scale_ms, encode_ms, total_ms] = phases.map(median);
+    Ok(FormatRow {
+        format,
+        end_to_end: stat(
+            &format!(
+                "sandtopd /v1/screenshot 1920x1080 -> 1280x720 {} (end to end)",
+                format.extension()
+            ),
+            shots,
+        ),
+        server_side: ServerSide {
+            capture_ms,
+            scale_ms,
+            encode_ms,
+            total_ms,
+        },
+        reply_bytes,
+    })
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
@@ -607,6 +681,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         same,
     );
     let unchanged_inside_ms = median(same_inside);
+    let mut formats = Vec::new();
+    for format in BENCH_FORMATS {
+        formats.push(time_format(&mut client, &mut scene, opts, format, n).await?);
+    }
     let import = if have("import") && have("base64") {
         time_import(&display, pn)
             .await
@@ -776,6 +854,35 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         steps,
     );
 
+    // The same with a reaction to settle on: a key a window repaints on
+    // at once (as an xterm echoes it; docs/contract.md 2c).
+    eprintln!("bench: api steps with a reaction");
+    let reactor = Reactor::start(&display)?;
+    let step = serde_json::to_vec(&BatchRequest {
+        actions: vec![Action::Keypress {
+            keys: vec!["a".into()],
+        }],
+        screenshot: opts,
+        expect_scale_map: None,
+        final_screenshot: true,
+    })?;
+    let mut steps = Vec::with_capacity(n);
+    for _ in 0..n.min(100) {
+        let t = Instant::now();
+        let (status, _) = client
+            .request(Method::POST, "/v1/actions", Some(step.clone()))
+            .await?;
+        if !status.is_success() {
+            bail!("step failed: {status}");
+        }
+        steps.push(t.elapsed());
+    }
+    drop(reactor);
+    let api_step_reacting = stat(
+        "sandtopd /v1/actions keypress a window repaints on + settle + 1280x720 png (end to end)",
+        steps,
+    );
+
     eprintln!(
         "bench: {} screenshots for the memory reading",
         args.memory_shots
@@ -800,6 +907,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             unchanged,
             ours_type_uni,
             api_step,
+            api_step_reacting,
             shortcut_reacting,
             shortcut_still,
             no_shortcut,
@@ -812,6 +920,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         screenshot_png_bytes: png_bytes,
         screenshot_server_side: server_side,
         unchanged_server_total_ms: unchanged_inside_ms,
+        formats,
     };
     let _ = daemon.start_kill();
     let _ = daemon.wait().await;
@@ -900,6 +1009,24 @@ fn print_table(r: &Report) {
         "1280x720 PNG reply size: {} bytes (JSON with base64)",
         r.screenshot_png_bytes
     );
+    println!();
+    println!(
+        "each format, 1920x1080 -> 1280x720 of a changed screen (medians, ms; inside the daemon: capture / scale / encode+base64 / total):"
+    );
+    for f in &r.formats {
+        let s = &f.server_side;
+        println!(
+            "  {:<5} end to end p50 {:>6.2} p95 {:>6.2}   inside {:.2} / {:.2} / {:.2} / {:.2}   reply {} bytes",
+            f.format.extension(),
+            f.end_to_end.p50_ms,
+            f.end_to_end.p95_ms,
+            s.capture_ms,
+            s.scale_ms,
+            s.encode_ms,
+            s.total_ms,
+            f.reply_bytes
+        );
+    }
 }
 
 /// One batch planned and run on the driver directly, until the X server

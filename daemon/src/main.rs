@@ -65,6 +65,13 @@ struct ServeArgs {
     /// token when missing. SANDTOPD_TOKEN, when set, takes precedence.
     #[arg(long)]
     token_file: Option<PathBuf>,
+    /// With --token-file: a missing file is awaited, not created. The
+    /// daemon starts its display and serves health; every other endpoint
+    /// is refused until the file holds a token (a VM guest's link writes it
+    /// when the host sends it, which after a snapshot's restore is long
+    /// after this start).
+    #[arg(long, requires = "token_file")]
+    await_token: bool,
     /// Start and supervise Xvfb (otherwise attach to --display or $DISPLAY).
     #[arg(long)]
     xvfb: bool,
@@ -128,7 +135,7 @@ struct ServeArgs {
     log_json: bool,
 }
 
-fn parse_size(s: &str) -> Result<Size, String> {
+fn parse_size(s: &str) -> Result<Size, sandtop_protocol::Invalid> {
     Size::parse(s)
 }
 
@@ -208,6 +215,22 @@ fn load_token(args: &ServeArgs) -> anyhow::Result<Token> {
     }
 }
 
+/// Fills `slot` with the token in `path` once the file holds one (it is
+/// written whole by `sandtopd vm-link`; a partial read fails to parse and
+/// is tried again 20 ms later).
+fn await_token(path: PathBuf, slot: Arc<std::sync::OnceLock<Token>>) {
+    tokio::spawn(async move {
+        loop {
+            if let Ok(t) = Token::read(&path) {
+                let _ = slot.set(t);
+                tracing::info!("the session token arrived");
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    });
+}
+
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     init_log(args.log_json);
     // Checked before anything starts.
@@ -219,7 +242,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             root.display()
         );
     }
-    let token = load_token(&args)?;
+    let token = Arc::new(std::sync::OnceLock::new());
+    match &args.token_file {
+        Some(path) if args.await_token && std::env::var_os(TOKEN_ENV).is_none() => {
+            await_token(path.clone(), Arc::clone(&token));
+        }
+        _ => {
+            let _ = token.set(load_token(&args)?);
+        }
+    }
     let clock = match &args.fake_clock {
         Some(file) => Some(
             sandtopd::clock::FakeClock::new(file.clone(), args.fake_clock_lib.clone())
@@ -337,7 +368,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             start_timeout: std::time::Duration::from_secs(60),
             clock: clock.clone(),
         });
-    let mut state = ApiState::new(desktop.clone(), token, Arc::clone(&health))
+    let mut state = ApiState::with_token_slot(desktop.clone(), token, Arc::clone(&health))
         .with_browser(sandtopd::browser::BrowserService::new(browser))
         .with_x_display(reported);
     if let Some(root) = &args.files_root {

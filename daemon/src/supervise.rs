@@ -10,7 +10,10 @@
 //!    turns health bad within 2 s (H2). It also checks the window manager
 //!    through `_NET_SUPPORTING_WM_CHECK`, which is what a WM really
 //!    advertises, and that its event loop answers ([`crate::wm_check`]),
-//!    in both spawned and attached modes (H1).
+//!    in both spawned and attached modes (H1). Until the window manager
+//!    has answered, the monitor also wakes on the property changes that
+//!    tell it has (the check on the root, the answer on its own window),
+//!    so readiness follows the WM within a round trip, not a round.
 //! 3. [`Supervisor::run`] waits on the children: Xvfb exiting (or hanging
 //!    past [`HUNG_AFTER`]) restarts it on the same display number, then the
 //!    window manager, then tells the desktop task to reconnect.
@@ -24,6 +27,7 @@ use std::time::{Duration, Instant};
 use sandtop_protocol::Size;
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
+use x11rb::connection::Connection as _;
 use x11rb::protocol::xproto::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
 
@@ -33,6 +37,9 @@ use crate::wm_check::WmCheck;
 
 /// Round trip interval of the monitor.
 pub const PING_EVERY: Duration = Duration::from_millis(250);
+/// While waiting for the window manager, the shortest pause between two
+/// rounds (they are woken by its property changes).
+pub const EVENT_PAUSE: Duration = Duration::from_millis(2);
 /// Health turns bad when the last good round trip is older than this.
 pub const STALE_AFTER: Duration = Duration::from_millis(1500);
 /// A spawned Xvfb that has not answered for this long is killed and restarted.
@@ -292,6 +299,7 @@ fn monitor(display: &DisplayName, health: &DisplayHealth, stop: &AtomicBool) {
                     Some((c, wm))
                 });
         }
+        let mut waiting_for_wm = false;
         match &mut conn {
             Some((c, wm)) => {
                 if c.get_input_focus()
@@ -300,7 +308,14 @@ fn monitor(display: &DisplayName, health: &DisplayHealth, stop: &AtomicBool) {
                     .is_some()
                 {
                     health.mark_ok();
-                    health.wm_alive.store(wm.present(c), Ordering::Release);
+                    let present = wm.present(c);
+                    let was = health.wm_alive.swap(present, Ordering::AcqRel);
+                    if present && !was {
+                        // Readiness (health `ok`) from here: a boot's
+                        // timeline reads from the log.
+                        tracing::info!("the window manager answers");
+                    }
+                    waiting_for_wm = !present && health.wm_expected.load(Ordering::Acquire);
                 } else {
                     health.mark_down();
                     conn = None;
@@ -308,8 +323,39 @@ fn monitor(display: &DisplayName, health: &DisplayHealth, stop: &AtomicBool) {
             }
             None => health.mark_down(),
         }
-        std::thread::sleep(PING_EVERY);
+        match &conn {
+            Some((c, _)) if waiting_for_wm => wait_for_change(c, PING_EVERY),
+            Some((c, _)) => {
+                // Property changes are not needed once it answered.
+                while let Ok(Some(_)) = c.poll_for_event() {}
+                std::thread::sleep(PING_EVERY);
+            }
+            None => std::thread::sleep(PING_EVERY),
+        }
     }
+}
+
+/// Waits until an event arrives on `c` (a property change the window
+/// manager check selected), at most `limit`; drains what came. At least
+/// [`EVENT_PAUSE`] passes, so a burst of changes costs a few rounds.
+fn wait_for_change(c: &RustConnection, limit: Duration) {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    std::thread::sleep(EVENT_PAUSE);
+    let mut seen = false;
+    while let Ok(Some(_)) = c.poll_for_event() {
+        seen = true;
+    }
+    if seen {
+        return;
+    }
+    let left = limit.saturating_sub(EVENT_PAUSE);
+    let ts = Timespec {
+        tv_sec: left.as_secs() as i64,
+        tv_nsec: i64::from(left.subsec_nanos()),
+    };
+    let mut fds = [PollFd::new(c.stream(), PollFlags::IN)];
+    let _ = poll(&mut fds, Some(&ts));
+    while let Ok(Some(_)) = c.poll_for_event() {}
 }
 
 /// Owns the spawned children and restarts them.

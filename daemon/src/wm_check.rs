@@ -16,7 +16,8 @@
 
 use x11rb::connection::Connection as _;
 use x11rb::protocol::xproto::{
-    AtomEnum, ClientMessageEvent, ConnectionExt as _, CreateWindowAux, EventMask, WindowClass,
+    AtomEnum, ChangeWindowAttributesAux, ClientMessageEvent, ConnectionExt as _, CreateWindowAux,
+    EventMask, WindowClass,
 };
 use x11rb::rust_connection::RustConnection;
 
@@ -44,12 +45,21 @@ pub struct WmCheck {
 
 impl WmCheck {
     /// Interns the atoms on `c`; `None` when the server does not answer.
+    /// Property changes on the root (the WM's check appearing) are
+    /// reported to `c` from now on, and on its asking window (the answer):
+    /// the monitor wakes on them while it waits for the WM.
     pub fn new(c: &RustConnection, screen: usize) -> Option<WmCheck> {
         let atom = |name: &[u8]| -> Option<u32> {
             Some(c.intern_atom(false, name).ok()?.reply().ok()?.atom)
         };
+        let root = c.setup().roots.get(screen)?.root;
+        c.change_window_attributes(
+            root,
+            &ChangeWindowAttributesAux::new().event_mask(EventMask::PROPERTY_CHANGE),
+        )
+        .ok()?;
         Some(WmCheck {
-            root: c.setup().roots.get(screen)?.root,
+            root,
             atoms: Atoms {
                 check: atom(b"_NET_SUPPORTING_WM_CHECK")?,
                 supported: atom(b"_NET_SUPPORTED")?,
@@ -146,7 +156,7 @@ impl WmCheck {
                 0,
                 WindowClass::INPUT_OUTPUT,
                 0,
-                &CreateWindowAux::new(),
+                &CreateWindowAux::new().event_mask(EventMask::PROPERTY_CHANGE),
             )
             .ok()?
             .check()

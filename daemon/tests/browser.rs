@@ -812,3 +812,26 @@ async fn dialogs_are_dismissed_and_a_page_that_leaves_makes_its_refs_stale() {
     )
     .await;
 }
+
+/// A browser killed between two calls (a crash, `pkill` in the guest) is
+/// started again by the next state read, which answers: the daemon does
+/// not report its old browser's closed connection as the new state of
+/// affairs (a run starting right after a crash reads the state first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_browser_is_started_again_by_the_next_state_read() {
+    let Some(d) = daemon() else { return };
+    d.ok(json!({"member": "navigate", "tab_id": null, "url": "about:blank"}))
+        .await;
+    for round in 0..3 {
+        // Every firefox-esr of the daemon's process group, killed at once.
+        let pgid = d.child.id().to_string();
+        let killed = Command::new("pkill")
+            .args(["-KILL", "-g", &pgid, "-x", FIREFOX])
+            .status()
+            .unwrap();
+        assert!(killed.success(), "round {round}: no firefox-esr to kill");
+        let (status, body) = d.post("/v1/browser/state", json!({})).await;
+        assert_eq!(status, StatusCode::OK, "round {round}: {body}");
+        assert_eq!(body["tabs"].as_array().map(Vec::len), Some(1), "{body}");
+    }
+}

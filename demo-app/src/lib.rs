@@ -58,10 +58,10 @@
 //!    `code_ok`, `code_wrong` and `protected_page` — never a password or a
 //!    code. `GET /sign-ins` answers the record as one JSON array.
 //!
-//! Size: ~800 lines, ~130 of them inline tests and ~65 this header: the
-//! form, its strict parser, the `Store` and the router, with the helpers
-//! `sign_in` uses too (`parse_fields`, `html`, `list_json`, ...). If it
-//! grows, the parser or the `Store` would be the next module.
+//! Layout: inline tests at the end: the form, its
+//! strict parser, the `Store` and the router, with the helpers `sign_in` uses
+//! too (`parse_fields`, `html`, `list_json`, ...). If it grows, the parser or
+//! the `Store` would be the next module.
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};

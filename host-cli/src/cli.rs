@@ -1,10 +1,10 @@
 //! The command line: parsing (clap) and the subcommands' bodies. Errors
 //! carry context (`anyhow`); `main` maps them to exit codes.
 //!
-//! Size: ~785 lines, tests apart (`cli/tests.rs`): the clap definitions of
-//! every subcommand (~225 lines) and the bodies of the small ones: `guest`
-//! (~255 lines with its helpers), `screenshot`, `act`; the large ones have
-//! modules of their own. If it grows, `guest` moves to `cli/guest.rs`.
+//! Layout: tests apart (`cli/tests.rs`): the clap definitions of every
+//! subcommand and the bodies of the small ones: `guest` (~255 lines with its
+//! helpers), `screenshot`, `act`; the large ones have modules of their own.
+//! If it grows, `guest` moves to `cli/guest.rs`.
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -18,8 +18,9 @@ use sandtop_protocol::{Action, BatchRequest, Fit, ImageFormat, ScaleMap, Screens
 use serde_json::{Value, json};
 
 use crate::channel::{ChannelError, check_screenshot};
-use crate::guest::{self, StartRequest, State};
-use crate::session::{self, BackendKind, SessionDir, SessionRecord, Store};
+use crate::guest::{self, State};
+use crate::session::{BackendKind, SessionDir, SessionRecord, Store};
+use crate::sessions::{end_run, ls_entry};
 
 /// Sandtop: an isolated, exact, fast desktop for computer-use models.
 #[derive(Debug, Parser)]
@@ -40,9 +41,19 @@ pub enum Command {
     /// apps' own records.
     #[command(after_help = EXIT_STATUS)]
     Exercise(crate::agent::cmd::ExerciseArgs),
+    /// Run each task of a JSON-lines file on its own fresh guest, in its
+    /// own run folder, judged by checks of the guest's state; write
+    /// results.json and an HTML table linking each run's report. Without
+    /// an API key, tasks with a scripted solution run it.
+    #[command(after_help = BATCH_EXIT_STATUS)]
+    Batch(crate::batch::BatchArgs),
     /// Start, list, stop and clean up guests.
     #[command(subcommand)]
     Guest(GuestCommand),
+    /// A warm pool: keep N ready guests of one configuration that `guest
+    /// start --pool`, `run --pool` and `mcp --pool` claim.
+    #[command(subcommand)]
+    Pool(crate::pool::PoolCommand),
     /// (internal) A session's egress proxy; `guest start --network
     /// allow:...|ask` starts it.
     #[command(hide = true)]
@@ -68,11 +79,11 @@ pub enum Command {
     /// Write one self-contained HTML report of a run folder (screenshots
     /// with the model's actions drawn, approvals, usage, timings, network
     /// decisions, the ending); it loads nothing when opened.
-    Report(crate::report::ReportArgs),
+    Report(crate::commands::report::ReportArgs),
     /// Watch a guest live in your browser (127.0.0.1 only, a one-time
     /// link): the screen, a running `host-cli run`'s state, its questions
     /// answered with buttons, and Take control / Give back.
-    View(crate::view::ViewArgs),
+    View(crate::commands::view::ViewArgs),
     /// Replay a recorded run on a fresh guest (or --session) and compare
     /// each resulting screen with the recorded one; exit 0 when every
     /// step matched, 7 at the first divergence (its step and regions).
@@ -91,6 +102,11 @@ pub enum Command {
 /// binary's own compilation is a link (`make guest`'s release build).
 pub fn main() -> ExitCode {
     let cli = parse();
+    // The pool's supervisor logs what it does (its starts, claims, losses).
+    let supervisor = matches!(
+        cli.command,
+        Command::Pool(crate::pool::PoolCommand::Start(_))
+    );
     {
         use std::io::IsTerminal as _;
         use tracing_subscriber::layer::SubscriberExt as _;
@@ -100,8 +116,16 @@ pub fn main() -> ExitCode {
             .ok()
             .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
             .unwrap_or_else(|| {
-                tracing_subscriber::filter::Targets::new()
-                    .with_default(tracing_subscriber::filter::LevelFilter::WARN)
+                let t = tracing_subscriber::filter::Targets::new()
+                    .with_default(tracing_subscriber::filter::LevelFilter::WARN);
+                if supervisor {
+                    t.with_target(
+                        "sandtop_pool",
+                        tracing_subscriber::filter::LevelFilter::INFO,
+                    )
+                } else {
+                    t
+                }
             });
         tracing_subscriber::registry()
             .with(
@@ -199,9 +223,27 @@ pub enum GuestCommand {
         #[arg(long)]
         force: bool,
     },
+    /// Replace a session's guest with a fresh one under the same name (from
+    /// the pool when one runs with the session's configuration, else booted
+    /// with it): everything the guest held is gone.
+    Reset {
+        name: String,
+        /// Also a session a run holds: that run is stopped first.
+        #[arg(long)]
+        force: bool,
+        /// Print the new session as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the tail of a session's log (for Docker sessions: the
     /// container's log).
     Logs { name: String },
+    /// Boot a VM guest once, up to the moment it waits for the host, and
+    /// save that state beside the VM image: `guest start --backend qemu`
+    /// with the same configuration (image, QEMU, memory, CPUs, screen,
+    /// egress mode) then starts from it instead of booting. Replaces the
+    /// snapshot of that configuration; removes those of an older image.
+    Snapshot(SnapshotArgs),
     /// Remove what a killed host-cli left behind: containers labelled
     /// `sandtop.session` that no live session owns, and stale session
     /// folders. What cannot be removed is listed (and the exit status is 1);
@@ -228,6 +270,25 @@ pub struct StartArgs {
     #[arg(long, value_name = "WxH", alias = "display", default_value = "1280x800", value_parser = Size::parse)]
     pub screen: Size,
     /// Print the session as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Take a ready guest from the warm pool (`host-cli pool start`)
+    /// instead of booting one: it has the pool's configuration, so the
+    /// guest flags are refused beside it.
+    #[arg(long, conflicts_with_all = ["backend", "screen", "image", "memory", "cpus", "pids", "ready_timeout", "network"])]
+    pub pool: bool,
+    #[command(flatten)]
+    pub guest: guest::options::GuestArgs,
+    #[command(flatten)]
+    pub net: crate::egress::service::NetworkArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// Screen size of the guests that will start from it, WIDTHxHEIGHT.
+    #[arg(long, value_name = "WxH", alias = "display", default_value = "1280x800", value_parser = Size::parse)]
+    pub screen: Size,
+    /// Print the snapshot as JSON.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -285,6 +346,8 @@ fn timeout_parser() -> impl Fn(&str) -> Result<Duration, String> + Clone + Send 
 pub enum FormatArg {
     Png,
     Webp,
+    /// Baseline JPEG, quality 85 (lossy).
+    Jpeg,
 }
 
 impl From<FormatArg> for ImageFormat {
@@ -292,6 +355,7 @@ impl From<FormatArg> for ImageFormat {
         match f {
             FormatArg::Png => ImageFormat::Png,
             FormatArg::Webp => ImageFormat::Webp,
+            FormatArg::Jpeg => ImageFormat::Jpeg,
         }
     }
 }
@@ -327,12 +391,19 @@ response ran, or by the guest), unless --on-action-error report; 6 the model end
 without a final answer (commentary only); 130 interrupted (Ctrl-C, or `cancel` to an origin \
 question).";
 
+const BATCH_EXIT_STATUS: &str = "Exit status: 0 every task that ran passed (unsupported and \
+skipped tasks run nothing); 1 a task failed (a check did not pass) or could not be run (its \
+guest, its setup); 2 a usage error: a task file with a bad line (each named with its line \
+number; nothing runs), or bad options.";
+
 /// Runs the command line; returns the exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(a) => crate::agent::cmd::run(*a).await,
         Command::Exercise(a) => crate::agent::cmd::exercise(a).await,
+        Command::Batch(a) => crate::batch::batch(a).await,
         Command::Guest(g) => guest_command(g).await,
+        Command::Pool(p) => crate::pool::command(p).await,
         Command::EgressProxy(a) => {
             crate::egress::service::serve(a).await?;
             Ok(ExitCode::SUCCESS)
@@ -346,8 +417,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor(a) => crate::doctor::run(a).await,
         #[cfg(feature = "bench")]
         Command::Bench(a) => crate::bench::run(a).await,
-        Command::Report(a) => crate::report::run(a),
-        Command::View(a) => crate::view::view(a).await,
+        Command::Report(a) => crate::commands::report::run(a),
+        Command::View(a) => crate::commands::view::run(a).await,
         Command::Replay(a) => crate::replay::replay(a).await,
         Command::Mcp(a) => crate::mcp::serve(*a).await,
     }
@@ -356,62 +427,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
     let store = Store::open()?;
     match cmd {
-        GuestCommand::Start(a) => {
-            let name = match a.name {
-                Some(n) => n,
-                None => session::new_name()?,
-            };
-            let network = a.net.config();
-            if a.backend == BackendKind::Qemu
-                && network.mode == crate::egress::policy::NetworkMode::Open
-            {
-                bail!(
-                    "--network open applies to docker guests; a VM guest has no network \
-                     device (use allow: or ask, through the egress proxy)"
-                );
-            }
-            if a.backend == BackendKind::Local
-                && network.mode != crate::egress::policy::NetworkMode::None
-            {
-                bail!(
-                    "--network applies to docker guests; a local session shares this host's network"
-                );
-            }
-            if network.mode == crate::egress::policy::NetworkMode::Open {
-                eprintln!(
-                    "host-cli: --network open: the guest reaches any address Docker's bridge can, unfiltered"
-                );
-            }
-            let req = StartRequest {
-                name,
-                screen: a.screen,
-                network,
-            };
-            let rec = match a.backend {
-                BackendKind::Local => {
-                    eprintln!(
-                        "host-cli: the local backend runs the desktop as you, on this host: no isolation"
-                    );
-                    guest::start(&store, &guest::local::LocalBackend, &req).await?
-                }
-                BackendKind::Docker => {
-                    let b = a.guest.docker().await?;
-                    guest::start(&store, &b, &req).await?
-                }
-                BackendKind::Qemu => {
-                    let b = a.guest.qemu()?;
-                    guest::start(&store, &b, &req).await?
-                }
-            };
-            if a.json {
-                crate::out!(
-                    "{}",
-                    serde_json::to_string_pretty(&ls_entry(&rec, State::Running))?
-                );
-            } else {
-                crate::out!("{}", rec.name);
-            }
-            Ok(ExitCode::SUCCESS)
+        GuestCommand::Start(a) => start::start(&store, a).await,
+        GuestCommand::Snapshot(a) => start::snapshot(&store, a).await,
+        GuestCommand::Reset { name, force, json } => {
+            crate::pool::reset(&store, &name, force, json).await
         }
         GuestCommand::Ls { json } => {
             let mut rows = Vec::new();
@@ -552,61 +571,6 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
             })
         }
     }
-}
-
-/// Ends the run holding a session as Ctrl-C does (SIGINT to its host-cli:
-/// it stops between operations, records how it ended and releases the
-/// session), and waits until that process is gone.
-async fn end_run(dir: &SessionDir, holder: &str) -> anyhow::Result<()> {
-    let pid = holder
-        .parse::<i32>()
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-        .with_context(|| format!("the run lock of session {} names no process", dir.name))?;
-    eprintln!(
-        "host-cli: ending the run on session {} (host-cli pid {holder}) first",
-        dir.name
-    );
-    rustix::process::kill_process(pid, rustix::process::Signal::INT)
-        .with_context(|| format!("signalling host-cli pid {holder}"))?;
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let gone = !Path::new(&format!("/proc/{holder}")).exists()
-            || std::fs::read_to_string(format!("/proc/{holder}/stat"))
-                .ok()
-                .and_then(|s| {
-                    s.rsplit_once(')')
-                        .map(|(_, r)| r.trim_start().starts_with('Z'))
-                })
-                .unwrap_or(true);
-        if gone && crate::agent::cmd::session_holder(dir).is_none() {
-            return Ok(());
-        }
-        if std::time::Instant::now() > end {
-            bail!("the run (host-cli pid {holder}) did not end within 30 s after Ctrl-C");
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
-fn ls_entry(rec: &SessionRecord, state: State) -> Value {
-    let mut v = json!({
-        "name": rec.name,
-        "backend": rec.backend(),
-        "state": state,
-        "screen": rec.screen.to_string(),
-        // The screen size under its old name, kept for one release.
-        "display": rec.screen.to_string(),
-        "created_unix": rec.created_unix,
-    });
-    if let Some(d) = rec.docker() {
-        v["container"] = json!(d.container_name);
-        v["container_id"] = json!(d.container_id);
-    }
-    if let Some(l) = rec.local() {
-        v["pid"] = json!(l.pid);
-    }
-    v
 }
 
 /// Writes `bytes` to a new file, 0600; never replaces an existing file
@@ -786,5 +750,6 @@ async fn act(a: ActArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+mod start;
 #[cfg(test)]
 mod tests;

@@ -16,22 +16,26 @@
 
 pub use sandtop_hostkit::out;
 
-#[cfg(feature = "bench")]
-pub mod bench;
+pub mod batch;
 pub mod cli;
+pub mod commands;
 pub mod doctor;
-pub mod mcp;
-pub mod replay;
-pub mod report;
+pub mod pool;
 pub mod run;
-pub mod view;
+pub mod sessions;
 
+#[cfg(feature = "bench")]
+pub use sandtop_bench as bench;
 pub use sandtop_channel::{self as channel, image_check};
 pub use sandtop_control as control;
 pub use sandtop_egress as egress;
 pub use sandtop_guest::{self as guest, session};
 pub use sandtop_hostkit::secret::SECRET_ENV;
 pub use sandtop_hostkit::{chain, secret, signals, term, units};
+pub use sandtop_mcp as mcp;
+pub use sandtop_replay as replay;
+pub use sandtop_report as report;
+pub use sandtop_view as view;
 
 /// The loop's pieces under the paths host-cli's modules knew them by
 /// before they became crates (`sandtop-agent`, `sandtop-exercise`,

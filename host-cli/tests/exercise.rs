@@ -28,21 +28,9 @@ fn docker_ready() -> bool {
 }
 
 fn containers_of(state: &std::path::Path) -> Vec<String> {
-    let out = Command::new("docker")
-        .args([
-            "ps",
-            "-a",
-            "--filter",
-            "label=sandtop.session-dir",
-            "--format",
-            "{{.Label \"sandtop.session-dir\"}}",
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with(&state.to_string_lossy().to_string()))
-        .map(str::to_string)
+    sandtop_testkit::docker::session_containers(state)
+        .into_iter()
+        .map(|(_, dir)| dir)
         .collect()
 }
 

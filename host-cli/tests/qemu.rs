@@ -148,19 +148,7 @@ fn screen(state: &Path, name: &str, out: &Path) -> Vec<u8> {
 /// are not its background colour: about 0 for the empty desktop.
 fn lit_share(png_bytes: &[u8]) -> f64 {
     use sandtop_protocol::desktop::{DESKTOP_BACKGROUND, PANEL_HEIGHT};
-    let mut dec = png::Decoder::new(std::io::Cursor::new(png_bytes));
-    dec.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
-    let mut reader = dec.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let px = info.color_type.samples();
-    let rows = info.height.saturating_sub(PANEL_HEIGHT) as usize;
-    let pixels = &buf[..rows * info.width as usize * px];
-    let lit = pixels
-        .chunks_exact(px)
-        .filter(|p| p[..3] != DESKTOP_BACKGROUND)
-        .count();
-    lit as f64 / (pixels.len() / px).max(1) as f64
+    sandtop_testkit::pixels::share_not(png_bytes, DESKTOP_BACKGROUND, PANEL_HEIGHT)
 }
 
 /// The "fake internet": an HTTP server on 127.0.0.1 that records the
@@ -513,6 +501,14 @@ fn a_vm_guest_boots_acts_and_leaves_nothing_behind() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    // Without a pause here the exercise's first click (on the panel)
+    // ended `input_blocked` 5 of 5 times on a quiet host ("button 1 is not
+    // up yet after 2000 ms": a client held the pointer in a synchronous
+    // grab). The likely cause, not proven: the corpus typed above remapped
+    // spare keycodes many times, and under TCG the window manager is
+    // still working through those mapping changes, its click-to-focus
+    // grab held meanwhile. With this pause it passed.
+    std::thread::sleep(Duration::from_secs(10));
 
     // The offline exercise on the VM: the scripted model opens Firefox
     // from the panel, fills in and submits the demo form, writes a note in

@@ -23,7 +23,8 @@ use host_cli::agent::runner::{
 };
 use host_cli::agent::wire::{self, ToolShape};
 use host_cli::channel::{Channel, UnixConnector};
-use host_cli::report::{self, Journal, ReportArgs};
+use host_cli::commands::report::ReportArgs;
+use host_cli::report::{self, Journal};
 use host_cli::secret::Secret;
 use sandtop_client::Token;
 use sandtop_protocol::{ScreenshotOptions, Size};
@@ -336,7 +337,7 @@ async fn a_twenty_step_run_is_one_safe_page_under_3_mb() {
         journal: Some(tmp.path().join("no-such-journal.jsonl")),
         replay: None,
     };
-    let not_a_folder = report::run(ReportArgs {
+    let not_a_folder = host_cli::commands::report::run(ReportArgs {
         replay: Some(tmp.path().join("no-such-replay")),
         ..args(false)
     })
@@ -345,15 +346,18 @@ async fn a_twenty_step_run_is_one_safe_page_under_3_mb() {
         format!("{not_a_folder:#}").contains("--replay"),
         "{not_a_folder:#}"
     );
-    report::run(args(false)).unwrap();
+    host_cli::commands::report::run(args(false)).unwrap();
     let out = dir.join("report.html");
     let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     std::fs::write(&out, "old").unwrap();
-    let e = format!("{:#}", report::run(args(false)).unwrap_err());
+    let e = format!(
+        "{:#}",
+        host_cli::commands::report::run(args(false)).unwrap_err()
+    );
     assert!(e.contains("exists") && e.contains("--force"), "{e}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "old");
-    report::run(args(true)).unwrap();
+    host_cli::commands::report::run(args(true)).unwrap();
     assert!(
         std::fs::read_to_string(&out)
             .unwrap()
@@ -446,7 +450,7 @@ fn what_is_not_a_run_folder_is_refused_clearly() {
     let e = format!("{:#}", report::render(&empty, Journal::None).unwrap_err());
     assert!(e.contains("line 1"), "{e}");
     // The command says it too, and writes nothing.
-    let e = report::run(ReportArgs {
+    let e = host_cli::commands::report::run(ReportArgs {
         run: missing.clone(),
         output: None,
         force: false,

@@ -1,7 +1,8 @@
 //! Pixel work the daemon and host-cli share: scaling packed RGB or BGRX
 //! images (fast_image_resize's convolutions, with its SSE4.1/AVX2 paths,
 //! on every core), PNG compressed in bands on every core, and baseline
-//! JPEG encoding.
+//! JPEG encoding (in bands on every core, joined by restart markers, for
+//! screenshots).
 //!
 //! The functions here are not generic, so that the libraries' generic code
 //! is instantiated and optimised once, in this crate, for one pixel type
@@ -10,8 +11,10 @@
 //! 13 pixel types, and made up a third of their machine code
 //! (BENCHMARKS.md "make guest").
 
+mod jpeg_bands;
 mod png_bands;
 
+pub use jpeg_bands::JpegEncoder;
 pub use png_bands::{PngEncoder, png_rgb};
 
 use fast_image_resize as fr;
@@ -171,13 +174,33 @@ pub fn jpeg_rgb(
     (width, height): (u32, u32),
     quality: u8,
 ) -> Result<(), Error> {
-    check(Layout::Rgb, rgb, width, height)?;
+    jpeg(out, Layout::Rgb, rgb, (width, height), quality)
+}
+
+/// Appends `pixels` (`width x height`, packed in `layout`) to `out` as a
+/// baseline JPEG of `quality` (1-100): 8-bit YCbCr, the standard Huffman
+/// tables, 4:2:0 chroma below quality 90 and 4:4:4 from 90 on (the
+/// encoder's rule). A BGRX image is read as it is (its X byte ignored),
+/// without a pass to RGB first.
+pub fn jpeg(
+    out: &mut Vec<u8>,
+    layout: Layout,
+    pixels: &[u8],
+    (width, height): (u32, u32),
+    quality: u8,
+) -> Result<(), Error> {
+    check(layout, pixels, width, height)?;
     let side =
         |v: u32| u16::try_from(v).map_err(|_| Error::Jpeg(format!("{v} pixels is over 65535")));
     let (w, h) = (side(width)?, side(height)?);
-    let used = width as usize * height as usize * 3;
+    let used = width as usize * height as usize * layout.bytes();
+    let color = match layout {
+        Layout::Rgb => jpeg_encoder::ColorType::Rgb,
+        // "Bgra": its fourth byte is never read (no alpha in a JPEG).
+        Layout::Bgrx => jpeg_encoder::ColorType::Bgra,
+    };
     jpeg_encoder::Encoder::new(out, quality)
-        .encode(&rgb[..used], w, h, jpeg_encoder::ColorType::Rgb)
+        .encode(&pixels[..used], w, h, color)
         .map_err(|e| Error::Jpeg(e.to_string()))
 }
 
@@ -197,6 +220,12 @@ mod tests {
         }
         v
     }
+
+    /// A JPEG of quality 85: at most this mean absolute difference per
+    /// channel from its source (of 255)...
+    const JPEG_MEAN_TOLERANCE: f64 = 4.0;
+    /// ...and at most this share of channel values more than 32 apart.
+    const JPEG_FAR_SHARE: f64 = 0.025;
 
     #[test]
     fn scaling_on_many_threads_gives_the_pixels_of_one() {
@@ -296,6 +325,106 @@ mod tests {
         assert!(matches!(err, Error::Size { needed: 12, .. }), "{err}");
         let err = jpeg_rgb(&mut Vec::new(), &[0; 3 * 70_000], (70_000, 1), 70).unwrap_err();
         assert!(matches!(err, Error::Jpeg(_)), "{err}");
+    }
+
+    /// A screen-like picture, packed RGB: a dark title bar, a gradient,
+    /// text-like stripes (dark on light, two pixels wide), coloured
+    /// buttons with hard edges, and a noisy "photo" in one corner.
+    pub(crate) fn screen_like(w: u32, h: u32) -> Vec<u8> {
+        picture(w, h, true)
+    }
+
+    /// [`screen_like`], with its corner of noise or without it.
+    pub(crate) fn picture(w: u32, h: u32, noise: bool) -> Vec<u8> {
+        let mut v = Vec::with_capacity((w * h * 3) as usize);
+        let mut seed = 0x2545_f491_u32;
+        for y in 0..h {
+            for x in 0..w {
+                seed ^= seed << 13;
+                seed ^= seed >> 17;
+                seed ^= seed << 5;
+                let px = if y < h / 10 {
+                    [40, 44, 52]
+                } else if noise && x > w * 3 / 4 && y > h * 3 / 4 {
+                    [seed as u8, (seed >> 8) as u8, (seed >> 16) as u8]
+                } else if (y / 4) % 6 == 1 && (x / 2) % 5 != 0 && x < w / 2 {
+                    [20, 20, 20]
+                } else if (x / 64) % 4 == 1 && (y / 32) % 5 == 2 {
+                    [200, 40, 40]
+                } else {
+                    [(x * 255 / w) as u8, (y * 255 / h) as u8, 200]
+                };
+                v.extend_from_slice(&px);
+            }
+        }
+        v
+    }
+
+    /// How far `got` is from `want` (packed RGB, same size): the mean
+    /// absolute difference per channel, and the share of channel values
+    /// more than `far` apart.
+    pub(crate) fn distance(want: &[u8], got: &[u8], far: u8) -> (f64, f64) {
+        assert_eq!(want.len(), got.len());
+        let mut sum = 0u64;
+        let mut many = 0usize;
+        for (a, b) in want.iter().zip(got) {
+            let d = a.abs_diff(*b);
+            sum += u64::from(d);
+            many += usize::from(d > far);
+        }
+        (
+            sum as f64 / want.len() as f64,
+            many as f64 / want.len() as f64,
+        )
+    }
+
+    fn decode_jpeg(bytes: &[u8]) -> (jpeg_decoder::ImageInfo, Vec<u8>) {
+        let mut d = jpeg_decoder::Decoder::new(bytes);
+        let px = d.decode().unwrap();
+        (d.info().unwrap(), px)
+    }
+
+    #[test]
+    fn a_jpeg_of_bgrx_decodes_to_its_size_within_the_stated_tolerance() {
+        for (w, h, noise) in [
+            (1280u32, 720u32, false),
+            (1283, 719, false),
+            (320, 200, false),
+            (1280, 720, true),
+        ] {
+            let rgb = picture(w, h, noise);
+            let bgrx: Vec<u8> = rgb
+                .chunks_exact(3)
+                .flat_map(|p| [p[2], p[1], p[0], 0x5a])
+                .collect();
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            jpeg(&mut a, Layout::Bgrx, &bgrx, (w, h), 85).unwrap();
+            jpeg_rgb(&mut b, &rgb, (w, h), 85).unwrap();
+            let (info, px) = decode_jpeg(&a);
+            assert_eq!((u32::from(info.width), u32::from(info.height)), (w, h));
+            assert_eq!(info.pixel_format, jpeg_decoder::PixelFormat::RGB24);
+            assert_eq!(
+                info.coding_process,
+                jpeg_decoder::CodingProcess::DctSequential
+            );
+            assert_eq!(px, decode_jpeg(&b).1, "{w}x{h}: BGRX and RGB differ");
+            let (mean, share) = distance(&rgb, &px, 32);
+            eprintln!(
+                "{w}x{h} noise {noise}: mean {mean:.2}, {:.3}% > 32",
+                share * 100.0
+            );
+            if noise {
+                // A sixteenth of the picture random: what JPEG cannot
+                // keep. Bounded only loosely (a swapped channel or a
+                // wrong quality would still fail).
+                assert!(mean <= 2.0 * JPEG_MEAN_TOLERANCE, "{w}x{h}: mean {mean:.2}");
+                continue;
+            }
+            // docs/contract.md 3a: the stated tolerance of a JPEG
+            // screenshot at quality 85.
+            assert!(mean <= JPEG_MEAN_TOLERANCE, "{w}x{h}: mean {mean:.2}");
+            assert!(share <= JPEG_FAR_SHARE, "{w}x{h}: {share:.4} far off");
+        }
     }
 
     #[test]

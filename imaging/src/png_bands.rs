@@ -66,19 +66,30 @@ impl PngEncoder {
 
     /// Appends `rgb` (`width x height`, packed RGB, 8 bits) to `out` as a
     /// PNG.
-    pub fn encode(
+    pub fn encode(&mut self, out: &mut Vec<u8>, rgb: &[u8], size: (u32, u32)) -> Result<(), Error> {
+        self.encode_layout(out, Layout::Rgb, rgb, size)
+    }
+
+    /// Appends `pixels` (`width x height`, packed in `layout`) to `out` as
+    /// an 8-bit RGB PNG. BGRX is turned into RGB inside the filter, band
+    /// by band on every core, not in a pass of its own: the PNG is the
+    /// one [`PngEncoder::encode`] writes for the same pixels as RGB, byte
+    /// for byte.
+    pub fn encode_layout(
         &mut self,
         out: &mut Vec<u8>,
-        rgb: &[u8],
+        layout: Layout,
+        pixels: &[u8],
         (width, height): (u32, u32),
     ) -> Result<(), Error> {
-        check(Layout::Rgb, rgb, width, height)?;
+        check(layout, pixels, width, height)?;
         if width == 0 || height == 0 {
             return Err(Error::Png("an image needs at least one pixel".into()));
         }
         let row = width as usize * 3;
-        let rgb = &rgb[..row * height as usize];
-        let by_size = (rgb.len() / MIN_BAND_BYTES).max(1);
+        let src_row = width as usize * layout.bytes();
+        let pixels = &pixels[..src_row * height as usize];
+        let by_size = (row * height as usize / MIN_BAND_BYTES).max(1);
         let count = rayon::current_num_threads()
             .min(by_size)
             .min(height as usize)
@@ -95,7 +106,12 @@ impl PngEncoder {
             .try_for_each(|(i, band)| {
                 let first = i * rows_per_band;
                 let end = (first + rows_per_band).min(height as usize);
-                filter_up(rgb, row, first, end, &mut band.filtered);
+                match layout {
+                    Layout::Rgb => filter_up(pixels, row, first, end, &mut band.filtered),
+                    Layout::Bgrx => {
+                        filter_up_bgrx(pixels, width as usize, first, end, &mut band.filtered)
+                    }
+                }
                 band.z.reset();
                 band.deflated.clear();
                 deflate_raw(&mut band.z, &band.filtered, i == last, &mut band.deflated)
@@ -141,6 +157,37 @@ fn filter_up(rgb: &[u8], row: usize, first: usize, end: usize, out: &mut Vec<u8>
             let above = &rgb[(y - 1) * row..y * row];
             for ((d, c), a) in dst[1..].iter_mut().zip(cur).zip(above) {
                 *d = c.wrapping_sub(*a);
+            }
+        }
+    }
+}
+
+/// [`filter_up`] of a BGRX image: rows `first..end` as RGB, each behind
+/// its filter byte (2, Up), minus the row above it as RGB.
+fn filter_up_bgrx(bgrx: &[u8], width: usize, first: usize, end: usize, out: &mut Vec<u8>) {
+    let (row, src_row) = (width * 3, width * 4);
+    out.clear();
+    out.resize((end - first) * (row + 1), 0);
+    for (y, dst) in (first..end).zip(out.chunks_exact_mut(row + 1)) {
+        dst[0] = 2;
+        let cur = &bgrx[y * src_row..(y + 1) * src_row];
+        let dst = &mut dst[1..];
+        if y == 0 {
+            for (d, c) in dst.chunks_exact_mut(3).zip(cur.chunks_exact(4)) {
+                d[0] = c[2];
+                d[1] = c[1];
+                d[2] = c[0];
+            }
+        } else {
+            let above = &bgrx[(y - 1) * src_row..y * src_row];
+            for ((d, c), a) in dst
+                .chunks_exact_mut(3)
+                .zip(cur.chunks_exact(4))
+                .zip(above.chunks_exact(4))
+            {
+                d[0] = c[2].wrapping_sub(a[2]);
+                d[1] = c[1].wrapping_sub(a[1]);
+                d[2] = c[0].wrapping_sub(a[0]);
             }
         }
     }
@@ -251,6 +298,37 @@ mod tests {
             enc.encode(&mut out, &rgb, (w, h)).unwrap();
             assert_eq!(decode(&out).1, rgb, "{w}x{h}");
         }
+    }
+
+    #[test]
+    fn bgrx_in_gives_the_png_of_its_rgb_byte_for_byte() {
+        for (w, h) in [(1, 1), (3, 2), (1280, 720), (1283, 719)] {
+            let rgb = picture(w, h);
+            let bgrx: Vec<u8> = rgb
+                .chunks_exact(3)
+                .enumerate()
+                .flat_map(|(i, p)| [p[2], p[1], p[0], i as u8])
+                .collect();
+            for threads in [1, 2, 3] {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                let mut enc = PngEncoder::new();
+                pool.install(|| {
+                    enc.encode(&mut a, &rgb, (w, h)).unwrap();
+                    enc.encode_layout(&mut b, Layout::Bgrx, &bgrx, (w, h))
+                        .unwrap();
+                });
+                assert!(a == b, "{w}x{h} on {threads} threads: the PNGs differ");
+                assert_eq!(decode(&b).1, rgb, "{w}x{h}");
+            }
+        }
+        assert!(matches!(
+            PngEncoder::new().encode_layout(&mut Vec::new(), Layout::Bgrx, &[0; 15], (2, 2)),
+            Err(Error::Size { needed: 16, .. })
+        ));
     }
 
     #[test]

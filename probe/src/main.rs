@@ -19,10 +19,10 @@
 //! a memory hog) is test-only shell the tests run through exec, and does
 //! not ship in the image.
 //!
-//! Size: ~630 lines, no tests here (the E tier runs it in a real guest):
-//! `facts` (~60 lines) and some 25 small readers, one per fact, none over
-//! ~40 lines. If it grows, the natural split is by area: the filesystem
-//! and mounts, the network, the processes.
+//! Layout: no tests here (the E tier runs it in a real guest): `facts` and
+//! some 25 small readers, one per fact, none over ~40 lines. If it grows, the
+//! natural split is by area: the filesystem and mounts, the network, the
+//! processes.
 
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};

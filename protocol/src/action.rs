@@ -307,12 +307,36 @@ impl Action {
         })
     }
 
+    /// The fields of Sandtop's own action types, outside the Responses
+    /// API (docs/contract.md rule 66): what the Anthropic computer
+    /// toolset's `left_mouse_down`, `left_mouse_up` and `hold_key` run as.
+    /// `None` for any other type.
+    pub fn own_fields(kind: &str) -> Option<&'static [&'static str]> {
+        Some(match kind {
+            "mouse_down" | "mouse_up" => &["type", "button"],
+            "hold_key" => &["type", "keys", "duration_ms"],
+            _ => return None,
+        })
+    }
+
     /// Parses one action from model output. A field the schema does not
     /// define (on the action or on a drag point) is refused by name, never
     /// dropped: running the action without it could do something else
     /// than the model meant (docs/contract.md rule 1). Missing or mistyped
-    /// fields are errors too.
-    pub fn from_model_value(value: &serde_json::Value) -> Result<Action, String> {
+    /// fields are errors too. Only the Responses API's types are accepted
+    /// ([`Action::schema_fields`]): an OpenAI model cannot ask for
+    /// Sandtop's own.
+    pub fn from_model_value(value: &serde_json::Value) -> Result<Action, crate::Invalid> {
+        Action::from_model_value_with(value, false)
+    }
+
+    /// [`Action::from_model_value`], accepting Sandtop's own action types
+    /// ([`Action::own_fields`]) too when `own` (a model whose tools have
+    /// members that run as them: the Anthropic computer toolset).
+    pub fn from_model_value_with(
+        value: &serde_json::Value,
+        own: bool,
+    ) -> Result<Action, crate::Invalid> {
         let obj = value
             .as_object()
             .ok_or_else(|| "an action must be a JSON object".to_string())?;
@@ -320,11 +344,16 @@ impl Action {
             .get("type")
             .and_then(|t| t.as_str())
             .ok_or_else(|| "an action needs a string `type`".to_string())?;
-        let Some(known) = Action::schema_fields(kind) else {
-            return Err(format!("unknown action type `{}`", truncate(kind, 40)));
+        let known = Action::schema_fields(kind)
+            .or_else(|| if own { Action::own_fields(kind) } else { None });
+        let Some(known) = known else {
+            return Err(crate::invalid!(
+                "unknown action type `{}`",
+                truncate(kind, 40)
+            ));
         };
         if let Some(k) = obj.keys().find(|k| !known.contains(&k.as_str())) {
-            return Err(format!("unknown field `{}`", truncate(k, 40)));
+            return Err(crate::invalid!("unknown field `{}`", truncate(k, 40)));
         }
         if let Some(serde_json::Value::Array(points)) = obj.get("path") {
             for (j, p) in points.iter().enumerate() {
@@ -332,14 +361,15 @@ impl Action {
                     .as_object()
                     .and_then(|o| o.keys().find(|k| *k != "x" && *k != "y"))
                 {
-                    return Err(format!(
+                    return Err(crate::invalid!(
                         "unknown field `{}` in drag path point {j}",
                         truncate(k, 40)
                     ));
                 }
             }
         }
-        serde_json::from_value(value.clone()).map_err(|e| format!("invalid `{kind}` action: {e}"))
+        serde_json::from_value(value.clone())
+            .map_err(|e| crate::invalid!("invalid `{kind}` action: {e}"))
     }
 }
 

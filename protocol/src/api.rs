@@ -7,7 +7,7 @@ use crate::{Action, Fit, Rect, ScaleMap, Size};
 
 /// The protocol version this build speaks. The major number is in every
 /// path (`/v1/`); a peer with another major is refused clearly (A14).
-pub const PROTOCOL_VERSION: &str = "1.1";
+pub const PROTOCOL_VERSION: &str = "1.2";
 /// The major part of [`PROTOCOL_VERSION`].
 pub const PROTOCOL_MAJOR: u32 = 1;
 
@@ -25,20 +25,31 @@ pub mod paths {
     pub const CURSOR: &str = "/v1/cursor";
 }
 
+/// A peer whose protocol version this build cannot speak with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VersionError {
+    #[error("the peer reports an unreadable protocol version `{0}`")]
+    Unreadable(String),
+    #[error(
+        "the peer speaks protocol {theirs}, this build speaks {PROTOCOL_VERSION}: \
+         upgrade the older side (major versions must match)"
+    )]
+    Mismatch { theirs: String },
+}
+
 /// Checks that a peer's protocol version has our major number.
-pub fn check_protocol(theirs: &str) -> Result<(), String> {
+pub fn check_protocol(theirs: &str) -> Result<(), VersionError> {
     let major = theirs
         .split('.')
         .next()
         .and_then(|m| m.parse::<u32>().ok())
-        .ok_or_else(|| format!("the peer reports an unreadable protocol version `{theirs}`"))?;
+        .ok_or_else(|| VersionError::Unreadable(theirs.to_string()))?;
     if major == PROTOCOL_MAJOR {
         Ok(())
     } else {
-        Err(format!(
-            "the peer speaks protocol {theirs}, this build speaks {PROTOCOL_VERSION}: \
-             upgrade the older side (major versions must match)"
-        ))
+        Err(VersionError::Mismatch {
+            theirs: theirs.to_string(),
+        })
     }
 }
 
@@ -51,13 +62,21 @@ pub enum ImageFormat {
     Png,
     /// WebP lossless, RGB.
     Webp,
+    /// JPEG, baseline, 8-bit YCbCr, quality [`ImageFormat::JPEG_QUALITY`]
+    /// (lossy: docs/contract.md 3a states how far from the PNG). Since 1.2.
+    Jpeg,
 }
 
 impl ImageFormat {
+    /// The quality (1-100) of every JPEG screenshot: fixed, not asked for.
+    /// Below 90 the chroma is subsampled 2x2 (4:2:0).
+    pub const JPEG_QUALITY: u8 = 85;
+
     pub fn mime(self) -> &'static str {
         match self {
             ImageFormat::Png => "image/png",
             ImageFormat::Webp => "image/webp",
+            ImageFormat::Jpeg => "image/jpeg",
         }
     }
 
@@ -65,6 +84,7 @@ impl ImageFormat {
         match self {
             ImageFormat::Png => "png",
             ImageFormat::Webp => "webp",
+            ImageFormat::Jpeg => "jpg",
         }
     }
 }

@@ -15,10 +15,10 @@
 //! the model sees them) and are capped by the daemon at
 //! [`MAX_URL_BYTES`]; titles at [`MAX_TITLE_BYTES`].
 //!
-//! Size: ~765 lines, tests apart (`browser/tests.rs`): the two endpoints'
-//! wire types, kept together so each of `BrowserCall`'s 31 members sits
-//! beside its limits and its `check` (~165 lines). If it grows, the page
-//! read's types (`BrowserRead`, `ReadElement`, ...) are the natural split.
+//! Layout: tests apart (`browser/tests.rs`): the two endpoints' wire types,
+//! kept together so each of `BrowserCall`'s 31 members sits beside its limits
+//! and its `check`. If it grows, the page read's types (`BrowserRead`,
+//! `ReadElement`, ...) are the natural split.
 
 use serde::{Deserialize, Serialize};
 
@@ -359,20 +359,20 @@ impl BrowserCall {
     /// The limits the daemon and the host both enforce, with a message that
     /// names the field. (Schema-level rules — types, required fields,
     /// unknown fields — are serde's.)
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), crate::Invalid> {
         match self {
             BrowserCall::WaitFor {
                 text, timeout_ms, ..
             } => {
                 let n = normalize_space(text);
                 if n.is_empty() || n.len() > MAX_WAIT_TEXT_BYTES {
-                    return Err(format!(
+                    return Err(crate::invalid!(
                         "`text`: 1 to {MAX_WAIT_TEXT_BYTES} bytes after whitespace normalisation, got {}",
                         n.len()
                     ));
                 }
                 if !(1..=MAX_WAIT_MS).contains(timeout_ms) {
-                    return Err(format!(
+                    return Err(crate::invalid!(
                         "`timeout_ms`: 1 to {MAX_WAIT_MS}, got {timeout_ms}"
                     ));
                 }
@@ -387,7 +387,7 @@ impl BrowserCall {
                 }
             }
             BrowserCall::Scroll { amount, .. } if *amount > MAX_SCROLL_PIXELS => {
-                return Err(format!(
+                return Err(crate::invalid!(
                     "`amount`: at most {MAX_SCROLL_PIXELS}, got {amount}"
                 ));
             }
@@ -396,7 +396,7 @@ impl BrowserCall {
             }
             BrowserCall::Key { keys, .. } => {
                 if keys.is_empty() || keys.len() > crate::limits::MAX_KEYS {
-                    return Err(format!(
+                    return Err(crate::invalid!(
                         "`keys`: 1 to {} key names, got {}",
                         crate::limits::MAX_KEYS,
                         keys.len()
@@ -404,7 +404,7 @@ impl BrowserCall {
                 }
                 for k in keys {
                     if k.is_empty() || k.len() > crate::limits::MAX_KEY_NAME_BYTES {
-                        return Err(format!(
+                        return Err(crate::invalid!(
                             "`keys`: a key name is 1 to {} bytes",
                             crate::limits::MAX_KEY_NAME_BYTES
                         ));
@@ -412,18 +412,23 @@ impl BrowserCall {
                 }
             }
             BrowserCall::SelectOption { values, .. } if values.is_empty() || values.len() > 256 => {
-                return Err(format!("`values`: 1 to 256 values, got {}", values.len()));
+                return Err(crate::invalid!(
+                    "`values`: 1 to 256 values, got {}",
+                    values.len()
+                ));
             }
             BrowserCall::ReadDiagnostics { limit, .. }
                 if !(1..=MAX_DIAGNOSTICS).contains(limit) =>
             {
-                return Err(format!("`limit`: 1 to {MAX_DIAGNOSTICS}, got {limit}"));
+                return Err(crate::invalid!(
+                    "`limit`: 1 to {MAX_DIAGNOSTICS}, got {limit}"
+                ));
             }
             BrowserCall::RunScript {
                 source, timeout_ms, ..
             } => {
                 if source.trim().is_empty() || source.len() > MAX_SCRIPT_BYTES {
-                    return Err(format!(
+                    return Err(crate::invalid!(
                         "`source`: 1 to {MAX_SCRIPT_BYTES} bytes of code, got {}",
                         source.len()
                     ));
@@ -432,7 +437,7 @@ impl BrowserCall {
                     return Err("`source`: no NUL characters".into());
                 }
                 if !(1..=MAX_WAIT_MS).contains(timeout_ms) {
-                    return Err(format!(
+                    return Err(crate::invalid!(
                         "`timeout_ms`: 1 to {MAX_WAIT_MS}, got {timeout_ms}"
                     ));
                 }
@@ -451,7 +456,7 @@ impl BrowserCall {
             } => {
                 check_file_name(name).map_err(|e| format!("`name`: {e}"))?;
                 if content_base64.len() > base64_len(MAX_UPLOAD_BYTES) {
-                    return Err(format!(
+                    return Err(crate::invalid!(
                         "`content_base64`: at most {MAX_UPLOAD_BYTES} bytes of content"
                     ));
                 }
@@ -461,25 +466,29 @@ impl BrowserCall {
             }
             BrowserCall::ReadPageScoped { root, depth, .. } => {
                 if !(1..=MAX_SCOPE_DEPTH).contains(depth) {
-                    return Err(format!("`depth`: 1 to {MAX_SCOPE_DEPTH}, got {depth}"));
+                    return Err(crate::invalid!(
+                        "`depth`: 1 to {MAX_SCOPE_DEPTH}, got {depth}"
+                    ));
                 }
                 if let Some(r) = root
                     && (r.is_empty() || r.len() > MAX_REF_BYTES)
                 {
-                    return Err(format!("`root`: 1 to {MAX_REF_BYTES} bytes"));
+                    return Err(crate::invalid!("`root`: 1 to {MAX_REF_BYTES} bytes"));
                 }
             }
             BrowserCall::ClickAt {
                 click_count, keys, ..
             } => {
                 if !(1..=3).contains(click_count) {
-                    return Err(format!("`click_count`: 1, 2 or 3, got {click_count}"));
+                    return Err(crate::invalid!(
+                        "`click_count`: 1, 2 or 3, got {click_count}"
+                    ));
                 }
                 unique_modifiers(keys)?;
             }
             BrowserCall::DragPath { path, keys, .. } => {
                 if !DRAG_PATH_POINTS.contains(&path.len()) {
-                    return Err(format!(
+                    return Err(crate::invalid!(
                         "`path`: {} to {} points, got {}",
                         DRAG_PATH_POINTS.start(),
                         DRAG_PATH_POINTS.end(),
@@ -492,14 +501,14 @@ impl BrowserCall {
                 keys, duration_ms, ..
             } => {
                 if keys.is_empty() || keys.len() > MAX_HOLD_KEYS {
-                    return Err(format!(
+                    return Err(crate::invalid!(
                         "`keys`: 1 to {MAX_HOLD_KEYS} key names, got {}",
                         keys.len()
                     ));
                 }
                 for (i, k) in keys.iter().enumerate() {
                     if k.is_empty() || k.len() > crate::limits::MAX_KEY_NAME_BYTES {
-                        return Err(format!(
+                        return Err(crate::invalid!(
                             "`keys`: a key name is 1 to {} bytes",
                             crate::limits::MAX_KEY_NAME_BYTES
                         ));
@@ -509,7 +518,7 @@ impl BrowserCall {
                     }
                 }
                 if !(1..=MAX_HOLD_MS).contains(duration_ms) {
-                    return Err(format!(
+                    return Err(crate::invalid!(
                         "`duration_ms`: 1 to {MAX_HOLD_MS}, got {duration_ms}"
                     ));
                 }
@@ -518,7 +527,7 @@ impl BrowserCall {
         }
         for (name, value) in self.refs() {
             if value.is_empty() || value.len() > MAX_REF_BYTES {
-                return Err(format!("`{name}`: 1 to {MAX_REF_BYTES} bytes"));
+                return Err(crate::invalid!("`{name}`: 1 to {MAX_REF_BYTES} bytes"));
             }
         }
         Ok(())
@@ -604,9 +613,9 @@ pub const fn base64_len(n: usize) -> usize {
 /// A file name both sides accept: a plain basename of 1 to
 /// [`MAX_FILE_NAME_BYTES`] bytes, no `/`, no control characters, not `.`
 /// or `..`, not hidden (no leading `.`).
-pub fn check_file_name(name: &str) -> Result<(), String> {
+pub fn check_file_name(name: &str) -> Result<(), crate::Invalid> {
     if name.is_empty() || name.len() > MAX_FILE_NAME_BYTES {
-        return Err(format!("1 to {MAX_FILE_NAME_BYTES} bytes"));
+        return Err(crate::invalid!("1 to {MAX_FILE_NAME_BYTES} bytes"));
     }
     if name.contains(['/', '\\']) || name.chars().any(char::is_control) {
         return Err("a plain file name (no slash, no control characters)".into());
@@ -618,10 +627,10 @@ pub fn check_file_name(name: &str) -> Result<(), String> {
 }
 
 /// A `keys` list of modifiers names each at most once.
-fn unique_modifiers(keys: &[Modifier]) -> Result<(), String> {
+fn unique_modifiers(keys: &[Modifier]) -> Result<(), crate::Invalid> {
     for (i, k) in keys.iter().enumerate() {
         if keys[..i].contains(k) {
-            return Err(format!("`keys`: {k:?} twice"));
+            return Err(crate::invalid!("`keys`: {k:?} twice"));
         }
     }
     Ok(())

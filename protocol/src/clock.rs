@@ -27,11 +27,11 @@ pub struct ClockRequest {
 
 impl ClockRequest {
     /// Refuses a time outside [`MIN_UNIX_MS`]..=[`MAX_UNIX_MS`].
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), crate::Invalid> {
         match self.unix_ms {
-            Some(t) if !(MIN_UNIX_MS..=MAX_UNIX_MS).contains(&t) => {
-                Err(format!("unix_ms: {t} is outside the years 2000 to 2100"))
-            }
+            Some(t) if !(MIN_UNIX_MS..=MAX_UNIX_MS).contains(&t) => Err(crate::invalid!(
+                "unix_ms: {t} is outside the years 2000 to 2100"
+            )),
             _ => Ok(()),
         }
     }

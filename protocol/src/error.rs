@@ -158,3 +158,39 @@ impl std::fmt::Display for ErrorBody {
         Ok(())
     }
 }
+
+/// A value that breaks the protocol's rules, with the reason (one line for
+/// the peer or the operator: which field, and what is wrong with it). What
+/// the `check` methods of requests and replies return.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(String);
+
+impl Invalid {
+    pub fn new(reason: impl Into<String>) -> Invalid {
+        Invalid(reason.into())
+    }
+
+    /// The reason.
+    pub fn reason(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Invalid {
+    fn from(reason: String) -> Invalid {
+        Invalid(reason)
+    }
+}
+
+impl From<&str> for Invalid {
+    fn from(reason: &str) -> Invalid {
+        Invalid(reason.to_string())
+    }
+}
+
+impl From<Invalid> for String {
+    fn from(e: Invalid) -> String {
+        e.0
+    }
+}

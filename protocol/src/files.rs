@@ -30,10 +30,10 @@ impl ReadFileRequest {
     /// must be absolute, beneath `root`, with no `.` or `..` part, no
     /// empty part and no NUL. Symbolic links are the daemon's to refuse
     /// when it opens the file.
-    pub fn beneath<'a>(&'a self, root: &str) -> Result<&'a str, String> {
+    pub fn beneath<'a>(&'a self, root: &str) -> Result<&'a str, crate::Invalid> {
         let p = self.path.as_str();
         if p.len() > MAX_PATH_BYTES {
-            return Err(format!("path: longer than {MAX_PATH_BYTES} bytes"));
+            return Err(crate::invalid!("path: longer than {MAX_PATH_BYTES} bytes"));
         }
         if p.contains('\0') {
             return Err("path: contains a NUL byte".into());

@@ -65,9 +65,9 @@ pub struct FrameRequest {
 
 impl FrameRequest {
     /// Checks the ranges; the message names the field.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), crate::Invalid> {
         if self.wait_ms > MAX_FRAME_WAIT_MS {
-            return Err(format!(
+            return Err(crate::invalid!(
                 "wait_ms: at most {MAX_FRAME_WAIT_MS}, got {}",
                 self.wait_ms
             ));
@@ -75,7 +75,7 @@ impl FrameRequest {
         if let Some(w) = self.max_width
             && !(16..=crate::limits::MAX_DIMENSION).contains(&w)
         {
-            return Err(format!(
+            return Err(crate::invalid!(
                 "max_width: 16 to {}, got {w}",
                 crate::limits::MAX_DIMENSION
             ));
@@ -83,7 +83,7 @@ impl FrameRequest {
         if let Some(q) = self.quality
             && !(1..=100).contains(&q)
         {
-            return Err(format!("quality: 1 to 100, got {q}"));
+            return Err(crate::invalid!("quality: 1 to 100, got {q}"));
         }
         Ok(())
     }
@@ -132,16 +132,16 @@ mod tests {
             wait_ms: MAX_FRAME_WAIT_MS + 1,
             ..r
         };
-        assert!(long.check().unwrap_err().starts_with("wait_ms"));
+        assert!(long.check().unwrap_err().to_string().starts_with("wait_ms"));
         let q = FrameRequest {
             quality: Some(0),
             ..r
         };
-        assert!(q.check().unwrap_err().starts_with("quality"));
+        assert!(q.check().unwrap_err().to_string().starts_with("quality"));
         let w = FrameRequest {
             max_width: Some(8),
             ..r
         };
-        assert!(w.check().unwrap_err().starts_with("max_width"));
+        assert!(w.check().unwrap_err().to_string().starts_with("max_width"));
     }
 }

@@ -20,6 +20,14 @@
 //!    them in order, and answers a [`BatchResponse`] with the final
 //!    [`Screenshot`] and its [`ScaleMap`], or an [`ErrorBody`].
 
+/// An [`Invalid`] from a format string.
+macro_rules! invalid {
+    ($($t:tt)*) => {
+        $crate::Invalid::new(format!($($t)*))
+    };
+}
+pub(crate) use invalid;
+
 mod action;
 mod api;
 pub mod browser;
@@ -40,9 +48,9 @@ pub use action::{Action, ActionRejection, Button, Coord, check_text};
 pub use api::{
     BatchRequest, BatchResponse, Capabilities, CursorReply, DaemonState, Health, HealthStatus,
     ImageFormat, Info, InfoReply, Limits, PROTOCOL_MAJOR, PROTOCOL_VERSION, Screenshot,
-    ScreenshotOptions, ScreenshotResponse, Timings, check_protocol, paths,
+    ScreenshotOptions, ScreenshotResponse, Timings, VersionError, check_protocol, paths,
 };
 pub use browser::{BrowserCall, BrowserOutcome, BrowserReply, BrowserRequest, BrowserState};
-pub use error::{ErrorBody, ErrorCode};
+pub use error::{ErrorBody, ErrorCode, Invalid};
 pub use scale::{Fit, OutOfBounds, Rect, ScaleError, ScaleMap, Size};
-pub use strict::from_json_objects;
+pub use strict::{StrictError, from_json_objects};

@@ -31,12 +31,22 @@ pub const MAX_DIMENSION: u32 = 8192;
 pub const MAX_REPLY_BYTES: usize = 64 * 1024 * 1024;
 /// Deadline of one daemon request, in milliseconds.
 pub const REQUEST_DEADLINE_MS: u64 = 30_000;
-/// Settling before the final screenshot of a batch: the screen must have
-/// been quiet (no X damage) for this long after the input was processed.
-/// Short on purpose: most reactions to input (an echoed key, a hover, a
-/// menu) paint within a few milliseconds; a page that loads for longer is
-/// what the `wait` action is for.
+/// Settling before the final screenshot of a batch (docs/contract.md 2c):
+/// when nothing was drawn since the batch began, the screen must have been
+/// quiet (no X damage) for this long after the input was processed: a
+/// program's first paint is waited for this long. Short on purpose: most
+/// reactions to input (an echoed key, a hover, a menu) paint within a few
+/// milliseconds; a page that loads for longer is what the `wait` action
+/// is for.
 pub const SETTLE_QUIET_MS: u64 = 15;
+/// ... when something was drawn (the reaction is under way): quiet for
+/// this long after the last damage, or for [`SETTLE_STRETCH`] times the
+/// reaction's longest interval so far (the input to its first damage,
+/// one damage to the next) when that is longer, never more than
+/// [`SETTLE_QUIET_MS`].
+pub const SETTLE_DRAWN_QUIET_MS: u64 = 4;
+/// See [`SETTLE_DRAWN_QUIET_MS`].
+pub const SETTLE_STRETCH: u32 = 2;
 /// ... but the final screenshot never waits longer than this for quiet
 /// (an animation or a video never goes quiet).
 pub const SETTLE_CAP_MS: u64 = 1_000;

@@ -28,7 +28,7 @@ impl Size {
     }
 
     /// Parses `WxH` (e.g. `1280x720`), as the CLIs take it.
-    pub fn parse(s: &str) -> Result<Size, String> {
+    pub fn parse(s: &str) -> Result<Size, crate::Invalid> {
         let (w, h) = s
             .split_once(['x', 'X'])
             .ok_or_else(|| format!("`{s}` is not WIDTHxHEIGHT (e.g. 1280x720)"))?;
@@ -46,12 +46,12 @@ impl Size {
     }
 
     /// Both sides within `1..=MAX_DIMENSION`.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), crate::Invalid> {
         let ok = |v: u32| (1..=limits::MAX_DIMENSION).contains(&v);
         if ok(self.width) && ok(self.height) {
             Ok(())
         } else {
-            Err(format!(
+            Err(crate::invalid!(
                 "size {}x{} is outside 1..={} per side",
                 self.width,
                 self.height,
@@ -164,7 +164,7 @@ impl ScaleMap {
         target: Option<Size>,
         fit: Fit,
     ) -> Result<ScaleMap, ScaleError> {
-        screen.check().map_err(ScaleError)?;
+        screen.check().map_err(|e| ScaleError(e.into()))?;
         let region = region.unwrap_or_else(|| Rect::full(screen));
         if region.width == 0 || region.height == 0 {
             return Err(ScaleError("the region is empty".into()));
@@ -180,7 +180,7 @@ impl ScaleMap {
         let image = match target {
             None => region.size(),
             Some(t) => {
-                t.check().map_err(ScaleError)?;
+                t.check().map_err(|e| ScaleError(e.into()))?;
                 match fit {
                     Fit::Stretch => t,
                     Fit::Contain => contain(region.size(), t),
@@ -373,8 +373,18 @@ mod tests {
     #[test]
     fn size_parse_errors_are_clear() {
         assert_eq!(Size::parse("1280x720").unwrap(), Size::new(1280, 720));
-        assert!(Size::parse("1280").unwrap_err().contains("WIDTHxHEIGHT"));
+        assert!(
+            Size::parse("1280")
+                .unwrap_err()
+                .to_string()
+                .contains("WIDTHxHEIGHT")
+        );
         assert!(Size::parse("0x720").is_err());
-        assert!(Size::parse("axb").unwrap_err().contains("not a number"));
+        assert!(
+            Size::parse("axb")
+                .unwrap_err()
+                .to_string()
+                .contains("not a number")
+        );
     }
 }

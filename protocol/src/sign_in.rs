@@ -129,20 +129,20 @@ pub struct SignInValue {
 pub(crate) fn check_targets<'a>(
     origin: &str,
     targets: impl ExactSizeIterator<Item = &'a str>,
-) -> Result<(), String> {
+) -> Result<(), crate::Invalid> {
     if origin.is_empty() || origin.len() > MAX_ORIGIN_BYTES {
-        return Err(format!("`origin`: 1 to {MAX_ORIGIN_BYTES} bytes"));
+        return Err(crate::invalid!("`origin`: 1 to {MAX_ORIGIN_BYTES} bytes"));
     }
     let n = targets.len();
     if !(1..=MAX_SIGN_IN_FIELDS).contains(&n) {
-        return Err(format!(
+        return Err(crate::invalid!(
             "`fields`: 1 to {MAX_SIGN_IN_FIELDS} fields, got {n}"
         ));
     }
     let mut seen = std::collections::BTreeSet::new();
     for t in targets {
         if t.is_empty() || t.len() > crate::limits::MAX_REF_BYTES {
-            return Err(format!(
+            return Err(crate::invalid!(
                 "`fields`: a target is 1 to {} bytes",
                 crate::limits::MAX_REF_BYTES
             ));
@@ -157,24 +157,24 @@ pub(crate) fn check_targets<'a>(
 /// Checks the values of a fill: none empty, none longer than the seed's
 /// limit, all together within [`MAX_SECRET_TOTAL_BYTES`]. The message never
 /// quotes a value.
-pub(crate) fn check_values(fields: &[SignInValue]) -> Result<(), String> {
+pub(crate) fn check_values(fields: &[SignInValue]) -> Result<(), crate::Invalid> {
     let mut total = 0usize;
     for (i, f) in fields.iter().enumerate() {
         if f.value.is_empty() {
-            return Err(format!("`fields[{i}].value`: empty"));
+            return Err(crate::invalid!("`fields[{i}].value`: empty"));
         }
         if f.value.chars() > MAX_SECRET_CHARS {
-            return Err(format!(
+            return Err(crate::invalid!(
                 "`fields[{i}].value`: longer than {MAX_SECRET_CHARS} characters"
             ));
         }
         if f.value.expose().chars().any(|c| c.is_control()) {
-            return Err(format!("`fields[{i}].value`: a control character"));
+            return Err(crate::invalid!("`fields[{i}].value`: a control character"));
         }
         total += f.value.expose().len();
     }
     if total > MAX_SECRET_TOTAL_BYTES {
-        return Err(format!(
+        return Err(crate::invalid!(
             "`fields`: the values exceed {MAX_SECRET_TOTAL_BYTES} bytes together"
         ));
     }
@@ -218,13 +218,18 @@ mod tests {
             (field("secret\nline"), "control"),
         ] {
             let e = check_values(&[bad]).unwrap_err();
-            assert!(e.contains(why), "{e}");
-            assert!(!e.contains("secret"), "{e}");
+            assert!(e.to_string().contains(why), "{e}");
+            assert!(!e.to_string().contains("secret"), "{e}");
         }
         // Many fields within the per-field limit, over the total.
         let big = "x".repeat(MAX_SECRET_CHARS);
         let many: Vec<_> = (0..8).map(|_| field(&big)).collect();
-        assert!(check_values(&many).unwrap_err().contains("together"));
+        assert!(
+            check_values(&many)
+                .unwrap_err()
+                .to_string()
+                .contains("together")
+        );
     }
 
     #[test]
@@ -233,16 +238,19 @@ mod tests {
         assert!(
             check_targets("", ["r.1"].into_iter())
                 .unwrap_err()
+                .to_string()
                 .contains("origin")
         );
         assert!(
             check_targets("http://a.test", std::iter::empty())
                 .unwrap_err()
+                .to_string()
                 .contains("1 to 6")
         );
         assert!(
             check_targets("http://a.test", ["r.1", "r.1"].into_iter())
                 .unwrap_err()
+                .to_string()
                 .contains("same target")
         );
         let seven = ["a", "b", "c", "d", "e", "f", "g"];

@@ -23,9 +23,28 @@ fn list_field(key: &str) -> Option<fn(&Value) -> bool> {
     }
 }
 
-fn check(value: &Value, at: &str) -> Result<(), String> {
+/// Why a request body was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum StrictError {
+    /// Not JSON at all.
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    /// JSON, but an array where only objects are allowed, or a list
+    /// holding the wrong kind of element (`at`: the path, from `body`).
+    #[error("{at}: {what}")]
+    Shape { at: String, what: &'static str },
+    /// Objects, but not the type's (an unknown or missing field, a value
+    /// of the wrong type).
+    #[error("{0}")]
+    Fields(#[source] serde_json::Error),
+}
+
+fn check(value: &Value, at: &str) -> Result<(), StrictError> {
     match value {
-        Value::Array(_) => Err(format!("{at}: expected an object, found an array")),
+        Value::Array(_) => Err(StrictError::Shape {
+            at: at.to_string(),
+            what: "expected an object, found an array",
+        }),
         Value::Object(map) => {
             for (k, v) in map {
                 let here = format!("{at}.{k}");
@@ -33,7 +52,10 @@ fn check(value: &Value, at: &str) -> Result<(), String> {
                     (Value::Array(items), Some(element_ok)) => {
                         for (i, item) in items.iter().enumerate() {
                             if !element_ok(item) {
-                                return Err(format!("{here}[{i}]: wrong element type"));
+                                return Err(StrictError::Shape {
+                                    at: format!("{here}[{i}]"),
+                                    what: "wrong element type",
+                                });
                             }
                             if item.is_object() {
                                 check(item, &format!("{here}[{i}]"))?;
@@ -51,10 +73,10 @@ fn check(value: &Value, at: &str) -> Result<(), String> {
 
 /// Parses a request body: JSON objects only (see the module docs), then the
 /// type's own strict rules (`deny_unknown_fields`, required fields).
-pub fn from_json_objects<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+pub fn from_json_objects<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StrictError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(StrictError::Json)?;
     check(&value, "body")?;
-    serde_json::from_value(value).map_err(|e| e.to_string())
+    serde_json::from_value(value).map_err(StrictError::Fields)
 }
 
 #[cfg(test)]
@@ -83,5 +105,25 @@ mod tests {
                      "screenshot": {"size": {"width": 640, "height": 480}}}"#;
         let r: BatchRequest = from_json_objects(ok.as_bytes()).unwrap();
         assert_eq!(r.actions.len(), 1);
+    }
+
+    /// Each refusal says which kind it is, and keeps serde's error as its
+    /// source where there is one.
+    #[test]
+    fn a_refusal_is_typed_and_keeps_its_source() {
+        use std::error::Error as _;
+        let e = from_json_objects::<BatchRequest>(b"{not json").unwrap_err();
+        assert!(matches!(e, StrictError::Json(_)), "{e:?}");
+        assert!(e.source().is_some());
+        let e = from_json_objects::<BatchRequest>(br#"{"actions": [[1]]}"#).unwrap_err();
+        assert!(
+            matches!(&e, StrictError::Shape { at, .. } if at == "body.actions[0]"),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "body.actions[0]: wrong element type");
+        let e = from_json_objects::<BatchRequest>(br#"{"actions": [], "extra": 1}"#).unwrap_err();
+        assert!(matches!(e, StrictError::Fields(_)), "{e:?}");
+        assert!(e.source().is_some());
+        assert!(e.to_string().contains("extra"), "{e}");
     }
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -263,3 +264,29 @@ class Frame:
 def guest_file(container: str, path: str) -> Optional[bytes]:
     p = subprocess.run(["docker", "exec", container, "cat", path], capture_output=True, timeout=30)
     return p.stdout if p.returncode == 0 else None
+
+
+def ref_in(read: str, role: str, label: str) -> str:
+    """The ref of the element of `role` whose label starts with `label`, in
+    a read rendered as `[ref] role "label"` lines (sandtop.anthropic's and
+    host-cli's rendering for Claude)."""
+    for line in read.splitlines():
+        m = re.match(r'\[([^\]]+)\] (\w+) "(.*?)"', line)
+        if m and m.group(2) == role and m.group(3).strip().lower().startswith(label.lower()):
+            return m.group(1)
+    raise AssertionError(f"no {role} {label!r} in the read:\n{read}")
+
+
+def demo_form_calls(read: str, name: str, email: str, message: str) -> list[tuple[str, dict[str, Any]]]:
+    """Claude's browser member calls that fill the demo app's form from a
+    rendered read and submit it."""
+
+    def target(role: str, label: str) -> dict[str, Any]:
+        return {"type": "ref", "ref": ref_in(read, role, label)}
+
+    return [
+        ("form_input", {"target": target("textbox", "Name"), "value": name}),
+        ("form_input", {"target": target("textbox", "Email"), "value": email}),
+        ("form_input", {"target": target("textbox", "Message"), "value": message}),
+        ("left_click", {"target": target("button", "Submit")}),
+    ]

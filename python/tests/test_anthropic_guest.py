@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ import sandtop  # noqa: E402
 import sandtop.anthropic as sa  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from guest import IMAGE, decode_png, guest_file, guest_session, kill, running, skip, until  # noqa: E402
+from guest import IMAGE, decode_png, demo_form_calls, guest_file, guest_session, kill, running, skip, until  # noqa: E402
 from mock_messages import MockMessages, result_image, result_text, tool_results, tool_use  # noqa: E402
 
 # testkit/src/corpus.rs TYPING, byte for byte.
@@ -179,14 +178,6 @@ def test_a_zoom_at_1x_is_the_crop_of_a_full_screenshot(guest: Guest) -> None:
     assert decode_png(base64.b64decode(data))[:2] == (640, 400)
 
 
-def _ref(read: str, role: str, label: str) -> str:
-    for line in read.splitlines():
-        m = re.match(r'\[([^\]]+)\] (\w+) "(.*?)"', line)
-        if m and m.group(2) == role and m.group(3).strip().lower().startswith(label.lower()):
-            return m.group(1)
-    raise AssertionError(f"no {role} {label!r} in the read:\n{read}")
-
-
 def test_the_demo_form_is_filled_through_read_page_refs_and_the_policy_refuses_first(guest: Guest) -> None:
     stamp = f"claude-form-{os.getpid()}"
     asked: list[str] = []
@@ -203,12 +194,7 @@ def test_the_demo_form_is_filled_through_read_page_refs_and_the_policy_refuses_f
         assert not nav.get("is_error"), result_text(nav)
         read["text"] = result_text(page)
         t = read["text"]
-        return [
-            ("form_input", {"target": {"type": "ref", "ref": _ref(t, "textbox", "Name")}, "value": stamp}),
-            ("form_input", {"target": {"type": "ref", "ref": _ref(t, "textbox", "Email")}, "value": "claude@example.test"}),
-            ("form_input", {"target": {"type": "ref", "ref": _ref(t, "textbox", "Message")}, "value": "über Claude ✓"}),
-            ("left_click", {"target": {"type": "ref", "ref": _ref(t, "button", "Submit")}}),
-        ]
+        return demo_form_calls(t, stamp, "claude@example.test", "über Claude ✓")
 
     steps = [
         lambda body: [("navigate", {"url": "https://example.com/"})],

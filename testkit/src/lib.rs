@@ -17,12 +17,14 @@
 
 pub mod command;
 pub mod corpus;
+pub mod docker;
 pub mod escapes;
 pub mod held;
 pub mod mock_responses;
 pub mod openapi;
 pub mod opener;
 pub mod other_uid;
+pub mod pixels;
 pub mod recorder;
 pub mod skip;
 pub mod tls;

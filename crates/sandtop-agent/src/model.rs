@@ -66,6 +66,15 @@ pub trait Model: Send {
         None
     }
     fn create<'a>(&'a mut self, body: &'a Value) -> Creating<'a>;
+    /// Whether this model's computer calls speak Sandtop's own action
+    /// types besides the Responses API's (docs/contract.md rules 66 and
+    /// 69: `mouse_down`, `mouse_up`, `hold_key`, and the reads
+    /// `cursor_position` and `zoom`), as the Anthropic computer toolset's
+    /// members need. An OpenAI model's never do: they are refused as
+    /// unknown types.
+    fn own_actions(&self) -> bool {
+        false
+    }
 }
 
 /// Retry schedule for model requests.
@@ -183,7 +192,7 @@ async fn send(req: reqwest::RequestBuilder, key: &Secret) -> Result<reqwest::Res
 /// is not JSON is retried.
 async fn json_reply(
     resp: reqwest::Response,
-    parse: fn(&Value) -> Result<ModelResponse, wire::Malformed>,
+    parse: impl FnOnce(&Value) -> Result<ModelResponse, wire::Malformed>,
 ) -> Attempt {
     match resp.bytes().await {
         Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {

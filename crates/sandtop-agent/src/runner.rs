@@ -33,17 +33,17 @@
 //!    time budget (the last allowed request cannot start new effects, rule
 //!    13), Ctrl-C (between operations, rule 15) or a denial.
 //!
-//! Size: ~740 lines, no inline tests; the loop itself is in the eight
-//! modules of `runner/`. Here is what they share: the options, `Runner` and
-//! its common methods, the types a step passes between them, and the
-//! context budget (`apply_budget` and its helpers, which would move first).
+//! Layout: no inline tests; the loop itself is in the eight modules of
+//! `runner/`. Here is what they share: the options, `Runner` and its common
+//! methods, the types a step passes between them, and the context budget
+//! (`apply_budget` and its helpers, which would move first).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use sandtop_protocol::{Action, ErrorBody, ImageFormat, Screenshot, ScreenshotOptions};
+use sandtop_protocol::{Action, ErrorBody, Screenshot, ScreenshotOptions};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -57,6 +57,7 @@ use sandtop_runfolder::trajectory::{Entry, Finished, Recorder};
 use crate::approve::Operator;
 use crate::browser::toolset::Toolset;
 use crate::computer::preflight::Refusal;
+use crate::computer::reads::Read;
 use crate::model::Model;
 use crate::progress::{CallState, Event, Progress, StepCall};
 
@@ -74,6 +75,7 @@ macro_rules! next_or_end {
 mod approvals;
 mod browser_calls;
 mod computer_calls;
+mod computer_reads;
 mod confirmations;
 mod control;
 mod file_calls;
@@ -275,6 +277,9 @@ enum Work {
         actions: Vec<Action>,
         checks: Vec<SafetyCheck>,
     },
+    /// A computer call that reads the screen and changes nothing
+    /// ([`crate::computer::reads`]).
+    Read { call_id: String, read: Read },
     Function {
         call_id: String,
         name: String,
@@ -293,6 +298,7 @@ impl Work {
     fn call_id(&self) -> &str {
         match self {
             Work::Computer { call_id, .. }
+            | Work::Read { call_id, .. }
             | Work::Function { call_id, .. }
             | Work::Browser { call_id, .. } => call_id,
         }
@@ -304,6 +310,7 @@ impl Work {
             Work::Computer { actions, .. } => {
                 actions.iter().map(|a| a.kind().to_string()).collect()
             }
+            Work::Read { read, .. } => vec![read.kind().to_string()],
             Work::Function { name, .. } | Work::Browser { name, .. } => vec![name.clone()],
         }
     }
@@ -731,10 +738,7 @@ impl<'a> Runner<'a> {
 
     fn save_shot(&mut self, step: u32, what: &str, shot: &Screenshot) -> anyhow::Result<String> {
         let bytes = base64::engine::general_purpose::STANDARD.decode(&shot.data)?;
-        let ext = match shot.format {
-            ImageFormat::Png => "png",
-            ImageFormat::Webp => "webp",
-        };
+        let ext = shot.format.extension();
         self.recorder
             .save_image(&format!("step-{step:03}-{}.{ext}", safe_name(what)), &bytes)
     }

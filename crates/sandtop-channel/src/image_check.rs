@@ -9,9 +9,10 @@
 //!    valid (every side within `1..=MAX_DIMENSION`), the declared size is
 //!    the map's image size, the base64 text is no longer than an image of
 //!    that size can take ([`max_encoded_bytes`]), and the image header
-//!    (PNG IHDR, read by the png crate without any pixel data; WebP VP8L)
-//!    states that size — and, for a PNG, 8-bit RGB without interlacing,
-//!    the only kind the daemon writes.
+//!    (PNG IHDR, read by the png crate without any pixel data; WebP VP8L;
+//!    the JPEG frame header) states that size — and, for a PNG, 8-bit RGB
+//!    without interlacing, for a JPEG, baseline, 8-bit, three components:
+//!    the only kinds the daemon writes.
 //! 2. [`check_reply`]: the same, and the reply is what the request asked
 //!    for: the format asked, and exactly the map `ScaleMap::fit` gives for
 //!    the request on the reply's screen (the size asked for, or the screen
@@ -22,7 +23,11 @@
 //!    decoder runs, the png crate's own allocations are capped by
 //!    `png::Limits` (a row of the expected width and 64 KiB of metadata),
 //!    and the pixel buffer grows only as rows are really decoded, never
-//!    beyond the expected size.
+//!    beyond the expected size. A JPEG ([`decode_jpeg`]) is decoded only
+//!    once its frame header states the expected size, baseline and 8-bit
+//!    YCbCr; the decoder's planes and output are sized from that header
+//!    (about twice the size's RGB bytes at most) and its output is capped
+//!    at the size's RGB bytes.
 //!
 //! `channel` runs step 2 on every screenshot that arrives (`screenshot`
 //! and `act`), so the runner never holds an unchecked one.
@@ -137,6 +142,7 @@ fn check_bytes(s: &Screenshot) -> Result<Vec<u8>, String> {
     let (w, h) = match s.format {
         ImageFormat::Png => png_size(&bytes),
         ImageFormat::Webp => webp_size(&bytes),
+        ImageFormat::Jpeg => jpeg_size(&bytes),
     }
     .ok_or_else(|| format!("screenshot bytes are not a {:?} image", s.format))?;
     if (w, h) != (s.width, s.height) {
@@ -145,8 +151,14 @@ fn check_bytes(s: &Screenshot) -> Result<Vec<u8>, String> {
             s.width, s.height
         ));
     }
-    if s.format == ImageFormat::Png {
-        png_header(&bytes, size).map_err(|e| format!("screenshot PNG: {e}"))?;
+    match s.format {
+        ImageFormat::Png => {
+            png_header(&bytes, size).map_err(|e| format!("screenshot PNG: {e}"))?;
+        }
+        ImageFormat::Jpeg => {
+            jpeg_header(&bytes, size).map_err(|e| format!("screenshot JPEG: {e}"))?;
+        }
+        ImageFormat::Webp => {}
     }
     Ok(bytes)
 }
@@ -201,6 +213,25 @@ pub fn check_frame(
 /// The size a JPEG's first frame header (SOFn) states: the markers are
 /// walked by their lengths from the start, nothing is decoded.
 pub fn jpeg_size(b: &[u8]) -> Option<(u32, u32)> {
+    let f = jpeg_frame(b)?;
+    Some((f.width, f.height))
+}
+
+/// A JPEG's first frame header (SOFn).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct JpegFrame {
+    /// The SOF marker's second byte: 0xc0 is baseline.
+    marker: u8,
+    precision: u8,
+    width: u32,
+    height: u32,
+    components: u8,
+}
+
+/// The first frame header, found by walking the markers by their lengths
+/// from the start (nothing is decoded); `None` for what is not a JPEG or
+/// has no frame header before its first scan.
+fn jpeg_frame(b: &[u8]) -> Option<JpegFrame> {
     if b.len() < 4 || b[0] != 0xff || b[1] != 0xd8 {
         return None;
     }
@@ -223,7 +254,13 @@ pub fn jpeg_size(b: &[u8]) -> Option<(u32, u32)> {
         if sof {
             let h = u32::from(u16::from_be_bytes([*b.get(i + 5)?, *b.get(i + 6)?]));
             let w = u32::from(u16::from_be_bytes([*b.get(i + 7)?, *b.get(i + 8)?]));
-            return Some((w, h));
+            return Some(JpegFrame {
+                marker,
+                precision: *b.get(i + 4)?,
+                width: w,
+                height: h,
+                components: *b.get(i + 9)?,
+            });
         }
         if marker == 0xda || marker == 0xd9 {
             // Scan data or the end before any frame header.
@@ -232,6 +269,59 @@ pub fn jpeg_size(b: &[u8]) -> Option<(u32, u32)> {
         i += 2 + len;
     }
     None
+}
+
+/// Checks a JPEG's frame header states `size` and the only kind the
+/// daemon writes: baseline (SOF0), 8-bit, three components (YCbCr).
+fn jpeg_header(bytes: &[u8], size: Size) -> Result<(), String> {
+    let f = jpeg_frame(bytes).ok_or("no frame header")?;
+    let found = Size::new(f.width, f.height);
+    if found != size {
+        return Err(format!("the image is {found}, {size} was expected"));
+    }
+    if f.marker != 0xc0 || f.precision != 8 || f.components != 3 {
+        return Err(format!(
+            "not baseline 8-bit YCbCr (SOF 0x{:02x}, {} bits, {} components)",
+            f.marker, f.precision, f.components
+        ));
+    }
+    Ok(())
+}
+
+/// Decodes a baseline 8-bit YCbCr JPEG that must be exactly `expected`
+/// (the size the request asked for, or a checked screenshot's declared
+/// size): the frame header is checked first ([`jpeg_header`]), then the
+/// decoder runs with its output capped at `expected`'s RGB bytes, and
+/// what it found is compared again.
+pub fn decode_jpeg(bytes: &[u8], expected: Size) -> Result<Rgb8, String> {
+    if expected.check().is_err() {
+        return Err(format!("a JPEG of {expected} is larger than {MAX_SIZE}"));
+    }
+    jpeg_header(bytes, expected)?;
+    // Both sides are at most MAX_DIMENSION: no overflow.
+    let total = expected.width as usize * expected.height as usize * 3;
+    let mut dec = jpeg_decoder::Decoder::new(std::io::Cursor::new(bytes));
+    dec.set_max_decoding_buffer_size(total);
+    dec.read_info().map_err(|e| format!("damaged: {e}"))?;
+    let info = dec.info().ok_or("no frame header")?;
+    if (u32::from(info.width), u32::from(info.height)) != (expected.width, expected.height)
+        || info.pixel_format != jpeg_decoder::PixelFormat::RGB24
+        || info.coding_process != jpeg_decoder::CodingProcess::DctSequential
+    {
+        return Err(format!(
+            "the decoder reads {}x{} {:?} {:?}, {expected} baseline RGB was expected",
+            info.width, info.height, info.pixel_format, info.coding_process
+        ));
+    }
+    let rgb = dec.decode().map_err(|e| format!("damaged: {e}"))?;
+    if rgb.len() != total {
+        return Err(format!("{} bytes of pixels, {total} expected", rgb.len()));
+    }
+    Ok(Rgb8 {
+        width: expected.width,
+        height: expected.height,
+        rgb,
+    })
 }
 
 /// The size an image's PNG IHDR states, read from its fixed place.
@@ -364,13 +454,14 @@ pub fn decode_png_within(bytes: &[u8], most: Size) -> Result<Rgb8, DecodeError> 
 }
 
 /// Decodes a checked screenshot (see [`check_screenshot`]) at its declared
-/// size, PNG or WebP.
+/// size, PNG, WebP or JPEG.
 pub fn decode_screenshot(s: &Screenshot) -> Result<Rgb8, String> {
     let bytes = check_screenshot(s)?;
     let size = Size::new(s.width, s.height);
     match s.format {
         ImageFormat::Png => decode_png(&bytes, size).map_err(|e| e.to_string()),
         ImageFormat::Webp => decode_webp(&bytes, size),
+        ImageFormat::Jpeg => decode_jpeg(&bytes, size).map_err(|e| format!("screenshot JPEG: {e}")),
     }
 }
 

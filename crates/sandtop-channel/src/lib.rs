@@ -74,8 +74,8 @@ pub enum ChannelError {
     /// The reply broke the contract (L4).
     #[error("the daemon's reply is invalid: {0}")]
     BadReply(String),
-    #[error("{0}")]
-    Version(String),
+    #[error(transparent)]
+    Version(#[from] sandtop_protocol::VersionError),
 }
 
 /// What an error code means, in our words: a closed set of sentences, so
@@ -331,6 +331,26 @@ impl Channel {
             .exchange(Method::POST, paths::SCREENSHOT, Some(body))
             .await?;
         check_reply(&r.screenshot, options, None)?;
+        Ok(r)
+    }
+
+    /// `POST /v1/cursor`: where the pointer is in the space of the
+    /// screenshot `options` produce, with that screenshot's map. The
+    /// position is checked to lie inside the map's image.
+    pub async fn cursor(
+        &mut self,
+        options: &ScreenshotOptions,
+    ) -> Result<sandtop_protocol::CursorReply, ChannelError> {
+        let body = serde_json::to_vec(options).map_err(|e| ChannelError::Http(e.to_string()))?;
+        let r: sandtop_protocol::CursorReply = self
+            .exchange(Method::POST, paths::CURSOR, Some(body))
+            .await?;
+        if r.x >= r.scale_map.image.width || r.y >= r.scale_map.image.height {
+            return Err(ChannelError::BadReply(format!(
+                "the pointer at ({}, {}) lies outside its own {} map",
+                r.x, r.y, r.scale_map.image
+            )));
+        }
         Ok(r)
     }
 

@@ -9,10 +9,10 @@
 //! is taken only while the question is open, and whoever closes it says
 //! who answered ([`Served::close`]).
 //!
-//! Size: ~705 lines, tests apart (`served/tests.rs`): one state (`Shared`,
-//! behind one mutex beside the `answered` condvar and the `Notify`) and
-//! both sides that touch it: the run's (`Served`'s methods) and the
-//! viewers' (`command`, `serve`). The view lock would be first to move out.
+//! Layout: tests apart (`served/tests.rs`): one state (`Shared`, behind one
+//! mutex beside the `answered` condvar and the `Notify`) and both sides that
+//! touch it: the run's (`Served`'s methods) and the viewers' (`command`,
+//! `serve`). The view lock would be first to move out.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::os::unix::fs::PermissionsExt as _;

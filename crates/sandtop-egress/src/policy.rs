@@ -16,10 +16,10 @@
 //! connects to exactly the addresses checked here, so a name cannot
 //! re-resolve elsewhere in between.
 //!
-//! Size: ~680 lines, tests apart (`policy/tests.rs`): the title's three
-//! parts in order: origins (~200 lines), the address table and its helpers
-//! (~270), and `Policy`'s verdicts (~180), which use both. If it grows, the
-//! address table (`RANGES` and its helpers) is the natural module to split.
+//! Layout: tests apart (`policy/tests.rs`): the title's three parts in order:
+//! origins, the address table and its helpers (~270), and `Policy`'s verdicts
+//! (~180), which use both. If it grows, the address table (`RANGES` and its
+//! helpers) is the natural module to split.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;

@@ -33,10 +33,10 @@
 //! within [`Limits::header_timeout`], and a tunnel idle in both directions
 //! for [`Limits::tunnel_idle`] is closed (issue 12 item 3).
 //!
-//! Size: ~925 lines, tests apart (`proxy/tests.rs`): steps 3 to 5 are
-//! methods of one `Proxy` (its decisions and open questions share one
-//! lock). Steps 1-2 (`request_target`, `host_matches`, ~135 lines) and the
-//! ClientHello reader (`HelloReader`, ~90) are the split if it grows.
+//! Layout: tests apart (`proxy/tests.rs`): steps 3 to 5 are methods of one
+//! `Proxy` (its decisions and open questions share one lock). Steps 1-2
+//! (`request_target`, `host_matches`, ~135 lines) and the ClientHello reader
+//! (`HelloReader`, ~90) are the split if it grows.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};

@@ -411,12 +411,7 @@ impl Script for BrowserScript {
 
 /// The text payload of a function call output item.
 fn output_payload(item: &Value) -> Option<Value> {
-    let text = item["output"]
-        .as_array()?
-        .iter()
-        .find(|p| p["type"] == "input_text")?["text"]
-        .as_str()?;
-    serde_json::from_str(text).ok()
+    sandtop_agent::browser::toolset::payload_of(item)
 }
 
 /// Checks the run's own record: the navigation outside the policy was

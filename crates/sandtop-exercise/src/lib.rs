@@ -13,10 +13,10 @@
 //! the dialog's selected place), waiting with `wait` actions, never with
 //! sleeps of its own.
 //!
-//! Size: ~670 lines, ~240 of them inline tests: the desktop script (one
-//! `Stage` per window it waits for, paced by `Patience`) and the two checks
-//! of what it leaves (`check_submission`, `check_note`), which share the
-//! constants it types. If it grows, the tests go to `exercise/tests.rs`.
+//! Layout: the desktop script (one `Stage` per window it waits for, paced by
+//! `Patience`) and the two checks of what it leaves (`check_submission`,
+//! `check_note`), which share the constants it types. If it grows, the tests
+//! go to `exercise/tests.rs`.
 
 use std::time::{Duration, Instant};
 
@@ -26,10 +26,12 @@ use sandtop_agent::model::scripted::{Script, computer_call, message};
 
 pub mod browser;
 pub mod frame;
+pub mod setup;
 pub mod sign_in;
 
 pub use frame::{Frame, last_screenshot};
 pub use sandtop_runfolder::parts::Check;
+pub use setup::exercise_setup;
 
 /// What the exercise types into the form.
 pub const FORM_NAME: &str = "Zoë Ångström-Łukasz 山田太郎";

@@ -112,7 +112,13 @@ pub struct DockerBackend {
     limits: Limits,
     channel: ChannelMode,
     ready_timeout: Duration,
+    /// Labels added to the session's own (a pool's `sandtop.pool`).
+    extra_labels: Vec<(String, String)>,
 }
+
+/// A pool's guests carry this label (value: the pool's folder), beside
+/// the session's: `guest gc` and `docker ps` tell them apart.
+pub const LABEL_POOL: &str = "sandtop.pool";
 
 /// What the engine said about itself.
 #[derive(Debug, Clone, Serialize)]
@@ -176,6 +182,7 @@ impl DockerBackend {
             limits: Limits::default(),
             channel: ChannelMode::from_env()?,
             ready_timeout: READY_TIMEOUT,
+            extra_labels: Vec::new(),
         })
     }
 
@@ -193,6 +200,12 @@ impl DockerBackend {
     }
     pub fn with_ready_timeout(mut self, t: Duration) -> Self {
         self.ready_timeout = t;
+        self
+    }
+    /// Adds a label to the containers it creates (the session's own
+    /// labels cannot be replaced this way).
+    pub fn with_label(mut self, key: &str, value: &str) -> Self {
+        self.extra_labels.push((key.to_string(), value.to_string()));
         self
     }
 

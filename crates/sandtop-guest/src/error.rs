@@ -175,6 +175,17 @@ pub enum GuestError {
         "cannot tell the version of {program} (its --version said {said:?}); as root, host-cli          starts QEMU only with -run-with user= (QEMU 9.1 and later) or -runas, which need it"
     )]
     QemuVersion { program: String, said: String },
+    /// Making a VM snapshot failed (`why`); the tails of QEMU's log and
+    /// of the serial console.
+    #[error(
+        "the VM snapshot could not be made: {why}\n--- qemu.log ---\n{qemu_log}\n\
+         --- console (last lines) ---\n{console}"
+    )]
+    Snapshot {
+        why: String,
+        qemu_log: String,
+        console: String,
+    },
 }
 
 impl GuestError {

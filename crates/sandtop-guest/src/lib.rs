@@ -21,6 +21,7 @@ pub mod limits;
 pub mod local;
 pub mod options;
 pub mod qemu;
+pub mod qemu_snapshot;
 pub mod qemu_user;
 pub mod session;
 
@@ -253,9 +254,25 @@ pub async fn start<B: Backend>(
     backend: &B,
     req: &StartRequest,
 ) -> Result<SessionRecord> {
+    start_marked(store, backend, req, None).await
+}
+
+/// [`start`], writing a pool's mark (`session::pool_member`) into the
+/// folder before the guest starts, so that no moment exists where a pool
+/// guest runs unmarked.
+pub async fn start_marked<B: Backend>(
+    store: &Store,
+    backend: &B,
+    req: &StartRequest,
+    pool_marker: Option<&str>,
+) -> Result<SessionRecord> {
     let dir = store.create(&req.name)?;
     let prepared = (|| -> Result<()> {
         dir.write_owner()?;
+        if let Some(m) = pool_marker {
+            session::pool_member::mark(&dir, m)
+                .map_err(GuestError::io("writing the pool's mark"))?;
+        }
         sandtop_client::Token::generate()?.write_new(&dir.token_path())?;
         Ok(())
     })();
@@ -378,12 +395,33 @@ pub async fn gc_folders(
         if !dir.path.exists() {
             continue;
         }
+        // An unclaimed guest of a pool whose supervisor is gone (killed
+        // with -9): nobody will hand it out or stop it.
+        if session::pool_member::supervisor_alive(&dir) == Some(false)
+            && let Ok(rec) = dir.load()
+        {
+            match stop(store, &dir, &rec).await {
+                Ok(()) => report.done(format!(
+                    "removed pool guest {}: the pool's supervisor is gone",
+                    dir.name
+                )),
+                Err(e) => report.failed(format!(
+                    "could not remove pool guest {}: {}",
+                    dir.name,
+                    e.chain()
+                )),
+            }
+            continue;
+        }
         let why = match dir.load() {
             Ok(rec) => match rec.backend() {
                 BackendKind::Local => (!local::LocalBackend.alive(&dir, &rec).await)
                     .then_some("its local daemon is gone"),
                 BackendKind::Qemu => {
-                    if qemu::alive(&dir, &rec) {
+                    if qemu_snapshot::abandoned(&dir) {
+                        qemu::stop_processes(&dir, &rec).await;
+                        Some("a VM snapshot's boot whose host-cli is gone")
+                    } else if qemu::alive(&dir, &rec) {
                         None
                     } else {
                         // QEMU is gone; its link process follows it, or

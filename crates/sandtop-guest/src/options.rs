@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::StartRequest;
 use super::docker::{self, DockerBackend};
 use super::limits::Limits;
 use super::qemu::QemuBackend;
+use crate::session::{BackendKind, SessionDir, SessionRecord, Store};
 use sandtop_hostkit::units;
 
 /// How a guest is booted.
@@ -80,4 +82,96 @@ impl GuestArgs {
             .with_limits(&self.limits())
             .with_ready_timeout(self.ready_timeout))
     }
+}
+
+/// The options a guest was booted with, as a session keeps them
+/// (`start.json` in its folder) so that `guest reset` boots the same
+/// configuration again, and as a pool compares a claim's wishes with.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartConfig {
+    pub image: String,
+    pub memory: i64,
+    pub cpus: i64,
+    pub pids: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_timeout_ms: Option<u64>,
+}
+
+/// The file in a session folder holding its [`StartConfig`].
+pub const START_CONFIG_FILE: &str = "start.json";
+
+impl GuestArgs {
+    /// These options as a session keeps them.
+    pub fn config(&self) -> StartConfig {
+        StartConfig {
+            image: self.image.clone(),
+            memory: self.memory,
+            cpus: self.cpus,
+            pids: self.pids,
+            ready_timeout_ms: self
+                .ready_timeout
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        }
+    }
+
+    /// The options a session kept.
+    pub fn from_config(c: &StartConfig) -> GuestArgs {
+        GuestArgs {
+            image: c.image.clone(),
+            memory: c.memory,
+            cpus: c.cpus,
+            pids: c.pids,
+            ready_timeout: c.ready_timeout_ms.map(Duration::from_millis),
+        }
+    }
+}
+
+/// Writes a session's [`StartConfig`] (`start.json`, host-only: the
+/// session folder, never `guest/`).
+pub fn save_config(dir: &SessionDir, c: &StartConfig) -> super::Result<()> {
+    let path = dir.path.join(START_CONFIG_FILE);
+    // A StartConfig always serialises (plain fields).
+    let bytes = serde_json::to_vec_pretty(c).unwrap_or_default();
+    std::fs::write(&path, bytes).map_err(super::GuestError::io("writing start.json"))
+}
+
+/// A session's [`StartConfig`], when it kept one (sessions started
+/// before `guest reset` existed did not).
+pub fn load_config(dir: &SessionDir) -> Option<StartConfig> {
+    let bytes = std::fs::read(dir.path.join(START_CONFIG_FILE)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Boots a session on `backend` with these options and keeps them in its
+/// folder ([`save_config`]). `labels` are added to a Docker guest's
+/// container (a pool's `sandtop.pool`); `pool_marker`, when given, is
+/// written into the folder before the guest starts
+/// ([`crate::session::pool_member`]).
+pub async fn start_configured(
+    store: &Store,
+    backend: BackendKind,
+    args: &GuestArgs,
+    req: &StartRequest,
+    labels: &[(String, String)],
+    pool_marker: Option<&str>,
+) -> super::Result<SessionRecord> {
+    let rec = match backend {
+        BackendKind::Docker => {
+            let mut b = args.docker().await?;
+            for (k, v) in labels {
+                b = b.with_label(k, v);
+            }
+            super::start_marked(store, &b, req, pool_marker).await?
+        }
+        BackendKind::Local => {
+            super::start_marked(store, &super::local::LocalBackend, req, pool_marker).await?
+        }
+        BackendKind::Qemu => super::start_marked(store, &args.qemu()?, req, pool_marker).await?,
+    };
+    let dir = store.get(&rec.name)?;
+    if let Err(e) = save_config(&dir, &args.config()) {
+        tracing::warn!("session {}: {}", rec.name, e.chain());
+    }
+    Ok(rec)
 }

@@ -12,10 +12,13 @@
 //!   memory and CPUs from [`VmLimits`], the serial console written to
 //!   `console.log` (log output only: no getty, no shell), a pid file, and
 //!   the virtio-serial port `org.sandtop.link` as the Unix socket
-//!   `link.sock` of the session folder;
+//!   `link.sock` of the session folder, the port `org.sandtop.clock` as
+//!   `clock.sock`, a VM generation ID (`vmgenid`) of its own; from a
+//!   snapshot, `-incoming fd:0` ([`super::qemu_snapshot`]);
 //! - the host end of the link (`host-cli qemu-link`, [`serve_link`]): it
-//!   sends the session token down the port (never on a command line, in
-//!   an environment or a log), then carries yamux streams
+//!   writes the host's time on the clock port, sends the session token
+//!   down the link's port (never on a command line, in an environment or
+//!   a log), then carries yamux streams
 //!   ([`sandtop_vmlink`]): connections to `sandtopd.sock` in the session
 //!   folder become streams to the guest's daemon, and the guest's egress
 //!   streams reach the session's egress proxy.
@@ -23,10 +26,12 @@
 //! Inside, guest-vm/init mounts the root read-only and the writable places
 //! as size-capped tmpfs, and runs the same entry as the container.
 //!
-//! Size: ~785 lines, ~100 of them inline tests: what one VM session needs,
+//! Layout: inline tests at the end; what one VM session needs,
 //! in order: the image, the accelerator (`Accel::pick` and its KVM probe),
 //! the limits, the command line, the `Backend` impl and the link's host
-//! end. If it grows, it becomes a folder like `docker/`, probe and link first.
+//! end (with the clock it sends). Snapshots are their own module
+//! (`qemu_snapshot`). If it grows, it becomes a folder like `docker/`,
+//! probe and link first.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -44,6 +49,10 @@ use sandtop_hostkit::secret::Secret;
 
 /// The guest user's uid and gid inside the VM (the image's `user`).
 pub const GUEST_ID: u32 = super::ids::GUEST_UID;
+
+/// The virtio-serial port on which the link's host end writes the host's
+/// time (seconds since the epoch, one line) as it connects.
+pub const CLOCK_PORT_NAME: &str = "org.sandtop.clock";
 
 /// Where `make guest-vm` puts the image unless `SANDTOP_VM_DIR` says.
 pub fn default_image_dir() -> PathBuf {
@@ -276,6 +285,9 @@ pub struct QemuBackend {
     pub ready_timeout: Option<Duration>,
     /// The ids QEMU drops to when host-cli runs as root.
     pub run_as: Option<RunAs>,
+    /// Start from a matching snapshot when there is one
+    /// ([`super::qemu_snapshot`]; `SANDTOP_VM_SNAPSHOT=0`: never).
+    pub snapshots: bool,
 }
 
 /// `qemu-system-<arch>` for this machine.
@@ -306,6 +318,7 @@ impl QemuBackend {
             cpu: std::env::var("SANDTOP_QEMU_CPU").unwrap_or_else(|_| default_cpu(accel).into()),
             ready_timeout: None,
             run_as,
+            snapshots: super::qemu_snapshot::enabled_by_env(),
         })
     }
 
@@ -319,6 +332,22 @@ impl QemuBackend {
     pub fn with_ready_timeout(mut self, t: Option<Duration>) -> Self {
         self.ready_timeout = t;
         self
+    }
+
+    /// The snapshot a start of `req` uses: one of its exact identity,
+    /// unless snapshots are off or the boot probe is asked (its facts are
+    /// printed at boot, which a clone does not go through).
+    fn snapshot_for(&self, req: &StartRequest) -> Option<super::qemu_snapshot::Snapshot> {
+        if !self.snapshots || self.probe || !supports_vmgenid() {
+            return None;
+        }
+        match super::qemu_snapshot::find(self, req) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("host-cli: not using a VM snapshot: {}", e.chain());
+                None
+            }
+        }
     }
 
     /// QEMU's arguments for a session (no secret among them).
@@ -395,6 +424,12 @@ impl QemuBackend {
         // Entropy from the host: without it a fresh VM's random pool
         // fills slowly, and programs that wait for it stall.
         push(&["-device", "virtio-rng-pci"]);
+        // A fresh VM generation ID for every QEMU process: a VM started
+        // from a snapshot is told it is a clone, and its kernel reseeds
+        // its random state at once (super::qemu_snapshot).
+        if supports_vmgenid() {
+            push(&["-device", "vmgenid,guid=auto"]);
+        }
         push(&["-device", "virtio-serial-pci"]);
         push(&[
             "-chardev",
@@ -403,8 +438,26 @@ impl QemuBackend {
         push(&[
             "-device",
             &format!(
-                "virtserialport,chardev=link,name={}",
+                "virtserialport,id={},chardev=link,name={}",
+                super::qemu_snapshot::LINK_PORT_ID,
                 sandtop_vmlink::PORT_NAME
+            ),
+        ]);
+        // The host's time for the guest's PID 1 (root only inside; see
+        // guest-vm/sandtop-vm-init): a VM from a snapshot resumes with
+        // its clock where the snapshot stopped it.
+        push(&[
+            "-chardev",
+            &format!(
+                "socket,id=clock,path={},server=on,wait=off",
+                p("clock.sock")
+            ),
+        ]);
+        push(&[
+            "-device",
+            &format!(
+                "virtserialport,id={},chardev=clock,name={CLOCK_PORT_NAME}",
+                super::qemu_snapshot::CLOCK_PORT_ID
             ),
         ]);
         push(&[
@@ -420,6 +473,13 @@ impl QemuBackend {
         push(&["-no-reboot"]);
         a
     }
+}
+
+/// Whether QEMU offers this machine a VM generation ID (`vmgenid`, an
+/// ACPI device: x86's q35). Without it a clone could not be told it is
+/// one, so there are no snapshots.
+pub fn supports_vmgenid() -> bool {
+    std::env::consts::ARCH == "x86_64"
 }
 
 fn pid_alive_with(pid: i32, needle: &Path) -> bool {
@@ -443,20 +503,24 @@ fn is_zombie(pid: i32) -> bool {
         .unwrap_or(true)
 }
 
-fn kill_group(pid: i32, sig: Signal) {
+pub(crate) fn kill_group(pid: i32, sig: Signal) {
     if let Some(p) = Pid::from_raw(pid) {
         let _ = rustix::process::kill_process_group(p, sig);
     }
 }
 
-fn tail(path: &Path, lines: usize) -> String {
+pub(crate) fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read(path).unwrap_or_default();
     let text = String::from_utf8_lossy(&text);
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-fn spawn(cmd: &mut std::process::Command, log: &Path) -> Result<std::process::Child> {
+pub(crate) fn spawn(
+    cmd: &mut std::process::Command,
+    log: &Path,
+    stdin: Stdio,
+) -> Result<std::process::Child> {
     use std::os::unix::process::CommandExt as _;
     let creating = || GuestError::io(format!("creating {}", log.display()));
     let log = std::fs::File::create(log).map_err(creating())?;
@@ -465,7 +529,7 @@ fn spawn(cmd: &mut std::process::Command, log: &Path) -> Result<std::process::Ch
         cmd.env_remove(k);
     }
     let child = cmd
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(stdout)
         .stderr(log)
         .process_group(0)
@@ -490,15 +554,37 @@ impl Backend for QemuBackend {
             // QEMU will run as the guest's uid: no host account may have it.
             super::ids::check_guest_ids_unused()?;
         }
+        let snapshot = self.snapshot_for(req);
         let mut qemu = std::process::Command::new(&self.qemu);
         qemu.args(self.args(dir, req));
+        // From a snapshot: the same machine, its state loaded from
+        // standard input (the file, opened here), then it runs on.
+        let stdin = match &snapshot {
+            Some(s) => {
+                let f = std::fs::File::open(&s.state)
+                    .map_err(GuestError::io(format!("opening {}", s.state.display())))?;
+                qemu.args(["-incoming", "fd:0"]);
+                eprintln!(
+                    "host-cli: starting the VM from its snapshot {} (made {} s ago; \
+                     SANDTOP_VM_SNAPSHOT=0 boots instead)",
+                    s.state.display(),
+                    now_unix().saturating_sub(s.meta.created_unix)
+                );
+                Stdio::from(f)
+            }
+            None => Stdio::null(),
+        };
+        let spawned = Instant::now();
         // Both outlive this command (init reaps them); while it waits
         // for the boot, QEMU's exit is seen through its handle.
-        let mut qemu_child = spawn(&mut qemu, &dir.path.join("qemu.log"))?;
+        let mut qemu_child = spawn(&mut qemu, &dir.path.join("qemu.log"), stdin)?;
         let pid = qemu_child.id() as i32;
         let exe = std::env::current_exe().map_err(GuestError::io("locating host-cli"))?;
         let mut link = std::process::Command::new(exe);
         link.arg("qemu-link").arg("--dir").arg(&dir.path);
+        if snapshot.is_some() {
+            link.arg("--from-snapshot");
+        }
         if req.network.mode.uses_proxy() {
             // The egress proxy's socket goes where a Docker guest would
             // see it (`guest/egress.sock`); the link connects to it there.
@@ -514,7 +600,7 @@ impl Backend for QemuBackend {
             link.arg("--egress-socket").arg(&paths.guest_socket);
         }
         // The link waits for QEMU's socket itself.
-        let link_pid = spawn(&mut link, &dir.path.join("link.log"))?.id() as i32;
+        let link_pid = spawn(&mut link, &dir.path.join("link.log"), Stdio::null())?.id() as i32;
         let q = QemuRecord {
             pid,
             link_pid,
@@ -548,6 +634,15 @@ impl Backend for QemuBackend {
                 .ok()
                 .flatten();
             if ready.as_ref().is_some_and(super::ready) {
+                eprintln!(
+                    "host-cli: VM ready {:.1} s after QEMU started ({})",
+                    spawned.elapsed().as_secs_f64(),
+                    if snapshot.is_some() {
+                        "from its snapshot"
+                    } else {
+                        "booted"
+                    }
+                );
                 return Ok(rec);
             }
             last = ready.or(last);
@@ -627,6 +722,10 @@ pub struct LinkArgs {
     /// The session's egress proxy socket, for the guest's egress streams.
     #[arg(long)]
     pub egress_socket: Option<PathBuf>,
+    /// The VM was started from a snapshot: the clock line says so, and
+    /// the guest waits for its kernel's reseed before it goes on.
+    #[arg(long)]
+    pub from_snapshot: bool,
 }
 
 /// The host end of the link: waits for QEMU's socket, sends the token,
@@ -644,6 +743,14 @@ pub async fn serve_link(a: LinkArgs) -> Result<()> {
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     };
+    // The host's time on the clock port, for the guest's PID 1 (a VM
+    // from a snapshot resumes with its clock where the snapshot stopped
+    // it). Held open, and answering the guest's asks for the time, while
+    // the link runs: QEMU passes on what a connected socket sent once the
+    // guest opens its port. The guest's
+    // link waits for this time before it takes its token, so without it
+    // the start fails now rather than when the guest gives up.
+    let _clock = send_clock(&a.dir.join("clock.sock"), a.from_snapshot).await?;
     let token = Secret::read(&a.dir.join(session::TOKEN_NAME))?;
     sandtop_vmlink::write_preamble(&mut stream, token.expose().as_bytes())
         .await
@@ -669,6 +776,61 @@ pub async fn serve_link(a: LinkArgs) -> Result<()> {
     Ok(())
 }
 
+/// Connects to QEMU's clock socket and writes this host's time on it
+/// (and ` snapshot` after it for a VM started from one), then answers
+/// each line the guest writes back with the host's time at that moment:
+/// the first line may wait in QEMU's buffer while a snapshot loads, so
+/// the guest's helper asks again once it runs and sets its clock from the
+/// answer. The connection is held, and answered, until the returned
+/// guard is dropped (while the link runs).
+async fn send_clock(path: &Path, from_snapshot: bool) -> Result<ClockPort> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let what = || format!("sending the host's time to the guest on {}", path.display());
+    let s = tokio::net::UnixStream::connect(path)
+        .await
+        .map_err(GuestError::io(what()))?;
+    let (read, mut write) = s.into_split();
+    let first = clock_line(if from_snapshot { " snapshot" } else { "" });
+    write
+        .write_all(first.as_bytes())
+        .await
+        .map_err(GuestError::io(what()))?;
+    let answers = tokio::spawn(async move {
+        // Whatever the guest writes is only a question, one per newline:
+        // read in small chunks and never kept (a guest that writes without
+        // end costs this task nothing), never parsed, never logged.
+        let mut read = read;
+        let mut chunk = [0u8; 64];
+        while let Ok(n @ 1..) = read.read(&mut chunk).await {
+            for _ in chunk[..n].iter().filter(|b| **b == b'\n') {
+                if write.write_all(clock_line("").as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    Ok(ClockPort(answers))
+}
+
+/// The host's time as the clock port carries it: seconds since the
+/// epoch with nanoseconds, then `tail`, then a newline.
+fn clock_line(tail: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{}.{:09}{tail}\n", now.as_secs(), now.subsec_nanos())
+}
+
+/// The clock port's connection and the task that answers on it; both end
+/// when this is dropped.
+struct ClockPort(tokio::task::JoinHandle<()>);
+
+impl Drop for ClockPort {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -686,6 +848,7 @@ mod tests {
             cpu: default_cpu(accel).into(),
             ready_timeout: None,
             run_as: None,
+            snapshots: false,
         }
     }
 
@@ -780,5 +943,57 @@ mod tests {
             std::fs::write(tmp.path().join(f), b"x").unwrap();
         }
         assert!(VmImage::at(tmp.path().to_path_buf()).is_ok());
+    }
+
+    /// The clock port answers every question line with the host's time
+    /// at that moment, not the first line's again; what the guest writes
+    /// is never kept, so a line without end costs nothing and gets no
+    /// answer until its newline.
+    #[tokio::test]
+    async fn the_clock_port_answers_each_question_with_the_time_then() {
+        use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("clock.sock");
+        let qemu = tokio::net::UnixListener::bind(&path).unwrap();
+        let (port, guest) = tokio::join!(send_clock(&path, true), qemu.accept());
+        let port = port.unwrap();
+        let (read, mut write) = guest.unwrap().0.into_split();
+        let mut lines = tokio::io::BufReader::new(read).lines();
+        let secs = |line: &str| {
+            line.split(['.', ' '])
+                .next()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        };
+        let first = lines.next_line().await.unwrap().unwrap();
+        assert!(first.ends_with(" snapshot"), "{first}");
+        let at_first = secs(&first);
+
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        write.write_all(&[b'x'; 100_000]).await.unwrap();
+        let early = tokio::time::timeout(Duration::from_millis(300), lines.next_line()).await;
+        assert!(
+            early.is_err(),
+            "answered before the question's end: {early:?}"
+        );
+        write.write_all(b"\n").await.unwrap();
+        let answer = lines.next_line().await.unwrap().unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        assert!(!answer.contains(' '), "{answer}");
+        assert!(
+            secs(&answer) > at_first,
+            "{answer} is the first line's time again"
+        );
+        assert!(now - secs(&answer) <= 1, "{answer} against {now}");
+
+        // Dropped: the answers end and the connection closes.
+        drop(port);
+        let _ = write.write_all(b"now\n").await;
+        let after = tokio::time::timeout(Duration::from_secs(5), lines.next_line()).await;
+        assert!(matches!(after, Ok(Ok(None)) | Ok(Err(_))), "{after:?}");
     }
 }

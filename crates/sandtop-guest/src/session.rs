@@ -18,6 +18,7 @@
 
 pub mod guest_folder;
 pub mod lock;
+pub mod pool_member;
 mod record;
 pub mod remove;
 

@@ -19,10 +19,10 @@
 //!   resume continues after the last completed step and refuses to go past
 //!   a `pending`/`unknown` call until the operator reconciles it (rule 18).
 //!
-//! Size: ~670 lines, tests apart (`record/tests.rs`): the trajectory's one
-//! schema, `Entry` (26 kinds; ~250 lines with the structs they carry), by
-//! the `Recorder` that writes it and the strict reader and resume. If it
-//! grows, the image references (`externalize`, `internalize`, ...) go first.
+//! Layout: tests apart (`record/tests.rs`): the trajectory's one schema,
+//! `Entry` (26 kinds; ~250 lines with the structs they carry), by the
+//! `Recorder` that writes it and the strict reader and resume. If it grows,
+//! the image references (`externalize`, `internalize`, ...) go first.
 
 use std::fs::File;
 use std::io::Write as _;
@@ -65,6 +65,10 @@ pub struct Started {
     /// before it was asked, which are `openai`'s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
+    /// With `provider: anthropic`, how the computer was offered when not
+    /// as the toolset: `computer_20251124`. Absent: the toolset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub computer_tool: Option<String>,
     /// The offline exercise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exercise: Option<bool>,
@@ -478,11 +482,15 @@ pub struct ResumePoint {
     /// Steps (requests) completed.
     pub steps_done: u32,
     /// Items to send with the next request: outputs of calls that were
-    /// settled after the last request.
+    /// settled after the last response, or, when a request was sent and
+    /// never answered (a crash while the model thought), that request's
+    /// whole input, sent again.
     pub pending_outputs: Vec<Value>,
     /// A call whose outcome is unknown (`pending` or `unknown` last).
     pub unsettled: Option<(u32, String)>,
-    /// The full input so far (for runs without server-side storage).
+    /// The input so far up to the last response, the response included
+    /// (for runs without server-side storage; the next request sends it,
+    /// then `pending_outputs`).
     pub conversation: Vec<Value>,
     /// Whether the run already finished.
     pub finished: bool,
@@ -548,6 +556,9 @@ pub fn resume_point(dir: &Path) -> anyhow::Result<ResumePoint> {
     let mut pending_outputs: Vec<Value> = Vec::new();
     let mut ledger: std::collections::BTreeMap<String, (u32, LedgerState)> = Default::default();
     let mut conversation = Vec::new();
+    // The input of a request not answered (yet): part of the conversation
+    // once its response is recorded, else what the resumed run sends.
+    let mut unanswered: Vec<Value> = Vec::new();
     let mut finished = false;
     for entry in read_trajectory(dir)? {
         match entry {
@@ -558,9 +569,12 @@ pub fn resume_point(dir: &Path) -> anyhow::Result<ResumePoint> {
                 last_response_id = Some(id);
                 steps_done = step;
                 pending_outputs.clear();
+                conversation.append(&mut unanswered);
                 conversation.extend(output);
             }
-            Entry::RequestInput { items, .. } => conversation.extend(items),
+            // A request sent again (a resumed run's) carries the earlier
+            // unanswered input: the latest replaces it.
+            Entry::RequestInput { items, .. } => unanswered = items,
             Entry::CallOutput { item, .. } => pending_outputs.push(item),
             Entry::Ledger {
                 step,
@@ -592,6 +606,10 @@ pub fn resume_point(dir: &Path) -> anyhow::Result<ResumePoint> {
     let Some(started) = started else {
         bail!("{} has no run_started entry", path.display());
     };
+    if !unanswered.is_empty() {
+        // Sent after the outputs it carries: sent again, once.
+        pending_outputs = unanswered;
+    }
     let pending_outputs = pending_outputs
         .iter()
         .map(|v| internalize(v, dir))

@@ -73,9 +73,12 @@ pub async fn guard(State(state): State<Arc<ApiState>>, req: Request, next: Next)
     if req.uri().path() == paths::HEALTH {
         return next.run(req).await;
     }
-    let ok = headers
-        .get(header::AUTHORIZATION)
-        .is_some_and(|v| state.token.matches_header(v.as_bytes()));
+    let ok = headers.get(header::AUTHORIZATION).is_some_and(|v| {
+        state
+            .token
+            .get()
+            .is_some_and(|t| t.matches_header(v.as_bytes()))
+    });
     if !ok {
         return refuse(
             &state,

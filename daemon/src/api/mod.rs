@@ -23,8 +23,8 @@ pub mod lifecycle;
 pub mod reply;
 pub mod server;
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -52,7 +52,9 @@ use sandtop_client::Token;
 #[derive(Debug)]
 pub struct ApiState {
     pub desktop: DesktopHandle,
-    pub token: Token,
+    /// The session token; empty until it arrives (`--await-token`), and
+    /// until then every endpoint but health is refused.
+    pub token: Arc<OnceLock<Token>>,
     pub display: Arc<DisplayHealth>,
     pub started: Instant,
     /// Open, draining or closed; the work in flight.
@@ -76,6 +78,15 @@ pub struct ApiState {
 
 impl ApiState {
     pub fn new(desktop: DesktopHandle, token: Token, display: Arc<DisplayHealth>) -> ApiState {
+        ApiState::with_token_slot(desktop, Arc::new(OnceLock::from(token)), display)
+    }
+
+    /// The state with a token that may come later (`--await-token`).
+    pub fn with_token_slot(
+        desktop: DesktopHandle,
+        token: Arc<OnceLock<Token>>,
+        display: Arc<DisplayHealth>,
+    ) -> ApiState {
         ApiState {
             lifecycle: Arc::new(Lifecycle::new(Arc::clone(&desktop.gate))),
             desktop,
@@ -247,7 +258,8 @@ fn parse_json<T: DeserializeOwned>(
             "the body must be JSON (Content-Type: application/json)",
         )));
     }
-    sandtop_protocol::from_json_objects(body).map_err(|mut message| {
+    sandtop_protocol::from_json_objects(body).map_err(|e| {
+        let mut message = e.to_string();
         truncate_at_char(&mut message, 300);
         ApiError(ErrorBody::new(ErrorCode::BadRequest, message))
     })

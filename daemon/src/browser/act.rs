@@ -2,13 +2,13 @@
 //! through the page agent, and performing BiDi input (released
 //! afterwards, or held on purpose). Below both `members` and `pointer`.
 
-use sandtop_protocol::{ErrorBody, ErrorCode};
+use sandtop_protocol::ErrorBody;
 use serde_json::{Value, json};
 
 use super::bidi::Bidi;
 use super::bidi_error;
 use super::context::{COMMAND_WAIT, agent};
-use super::policy::Policy;
+use super::policy::{Policy, element_error};
 
 /// Resolves `target` in the tab's current document for `need` (pointer,
 /// editable, scroll) and returns its viewport point.
@@ -39,45 +39,6 @@ pub(super) async fn locate_in(
     .await?;
     element_error(&v)?;
     Ok((v["x"].as_i64().unwrap_or(0), v["y"].as_i64().unwrap_or(0)))
-}
-
-pub(super) fn element_error(v: &Value) -> Result<(), ErrorBody> {
-    match v.get("error").and_then(Value::as_str) {
-        None => Ok(()),
-        Some("stale_target") => Err(ErrorBody::new(
-            ErrorCode::StaleTarget,
-            "the ref names no attached, visible element of this tab's current document; read the page again",
-        )),
-        Some("wrong_origin") => Err(ErrorBody::new(
-            ErrorCode::InvalidAction,
-            "the tab's document (or the element's) was not loaded from the credential origin",
-        )),
-        Some("out_of_policy") => Err(super::policy::out_of_policy()),
-        Some(_) => {
-            let why = match v.get("why").and_then(Value::as_str) {
-                Some("disabled") => "the element is disabled",
-                Some("not a text field") => "the element is not a text field",
-                Some("not a select") | Some("not an enabled select") => {
-                    "the element is not an enabled select"
-                }
-                Some("covered by another element") => "another element covers it",
-                Some("did not take focus") => "it did not take the focus",
-                Some("lost the focus") => "the target lost the focus before the keys reached it",
-                Some("one value for a single select") => "a single select takes one value",
-                Some("no such option") => "a value names no enabled option",
-                Some("scope ref") => "a scope ref only chooses the root of a scoped read",
-                Some("not a scope ref") => "the root must be a scope ref from read_page_scoped",
-                Some("wrong kind of field") => {
-                    "the element is not an input of the field's kind (a password goes only into type=password)"
-                }
-                Some("not a checkbox or radio") => {
-                    "the element is not an enabled checkbox or radio"
-                }
-                _ => "the element cannot take this action",
-            };
-            Err(ErrorBody::new(ErrorCode::NotActionable, why))
-        }
-    }
 }
 
 /// Performs `actions` and leaves the input state as they left it (keys

@@ -18,11 +18,12 @@ use sandtop_protocol::browser::{
 use sandtop_protocol::{BrowserCall, ErrorBody, ErrorCode};
 use serde_json::{Value, json};
 
-use super::act::{element_error, locate_in, perform, viewport};
+use super::act::{locate_in, perform, viewport};
 use super::bidi::Bidi;
 use super::bidi_error;
 use super::context::{COMMAND_WAIT, NAVIGATE_WAIT, activate, agent, contexts, target_tab};
 use super::keys::{key_values, typed_keys};
+use super::policy::element_error;
 use super::policy::{Policy, Scope};
 
 /// Shows the tab, resolves `target` for pointer input (attached, visible,

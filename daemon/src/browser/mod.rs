@@ -358,7 +358,20 @@ impl BrowserService {
         }
         let mut guard = self.ready().await?;
         let browser = guard.as_mut().ok_or_else(internal)?;
-        context::state(&browser.bidi).await
+        match context::state(&browser.bidi).await {
+            // Gone between the liveness check and the read (killed, crashed:
+            // its connection not seen closed yet): a read is safe to try
+            // again, on a new browser.
+            Err(e) if e.code == ErrorCode::BrowserUnavailable => {
+                tracing::warn!("the browser went away; starting a new one");
+                *guard = None;
+                drop(guard);
+                let mut guard = self.ready().await?;
+                let browser = guard.as_mut().ok_or_else(internal)?;
+                context::state(&browser.bidi).await
+            }
+            other => other,
+        }
     }
 
     /// Stops the browser (daemon shutdown).

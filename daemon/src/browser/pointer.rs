@@ -17,10 +17,11 @@ use sandtop_protocol::browser::{Modifier, PathPoint, PointerButton};
 use sandtop_protocol::{BrowserCall, BrowserOutcome, ErrorBody, ErrorCode};
 use serde_json::{Value, json};
 
-use super::act::{element_error, locate_in, perform, press, viewport};
+use super::act::{locate_in, perform, press, viewport};
 use super::bidi::Bidi;
 use super::context::{activate, agent, target_tab};
 use super::keys::key_values;
+use super::policy::element_error;
 use super::policy::{Policy, Scope};
 
 /// The pointer source's id, shared with the default members.

@@ -23,10 +23,11 @@ use sandtop_protocol::sign_in::{CredentialKind, SignInValue};
 use sandtop_protocol::{BrowserCall, BrowserOutcome, ErrorBody, ErrorCode};
 use serde_json::json;
 
-use super::act::{element_error, locate, perform};
+use super::act::{locate, perform};
 use super::bidi::Bidi;
 use super::context::{activate, agent, contexts, target_tab};
 use super::keys::typed_keys;
+use super::policy::element_error;
 
 /// Carries out a `SignInCheck` or a `SignInFill`.
 pub(super) async fn run(bidi: &Bidi, call: &BrowserCall) -> Result<BrowserOutcome, ErrorBody> {

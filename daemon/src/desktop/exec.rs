@@ -610,12 +610,8 @@ fn run_step(
         Step::Wait => {
             input.deliver(d, cancel)?;
             d.sync()?;
-            d.settle(
-                Duration::from_millis(limits::WAIT_QUIET_MS),
-                Duration::from_millis(limits::WAIT_CAP_MS),
-                cancel,
-            )
-            .map(|_| ())
+            d.settle(crate::driver::settle::Rule::wait(), cancel)
+                .map(|_| ())
         }
         Step::Screenshot => Ok(()),
         Step::MouseDown { button } => {

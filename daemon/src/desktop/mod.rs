@@ -349,6 +349,12 @@ impl Desktop {
             Err(e) => return Err(self.driver_error(e, cancel)),
         };
         let (steps, map) = exec::plan(req, screen)?;
+        let (driver, _, _) = self.parts()?;
+        // What was drawn before the batch is no reaction to it: the
+        // settle counts damage from here (docs/contract.md 2c).
+        if let Err(e) = driver.changes() {
+            return Err(self.driver_error(e, cancel));
+        }
         let (driver, input, _) = self.parts()?;
         let run = exec::run(driver, input, &steps, cancel);
         if let Err(f) = run {
@@ -437,13 +443,9 @@ impl Desktop {
         let (driver, _, _) = self.parts()?;
         let t = Instant::now();
         let settled = if settle {
-            driver.sync().and_then(|()| {
-                driver.settle(
-                    Duration::from_millis(limits::SETTLE_QUIET_MS),
-                    Duration::from_millis(limits::SETTLE_CAP_MS),
-                    cancel,
-                )
-            })
+            driver
+                .sync()
+                .and_then(|()| driver.settle(crate::driver::settle::Rule::after_input(), cancel))
         } else {
             Ok(false)
         };

@@ -173,12 +173,7 @@ impl Driver for FakeDriver {
         Ok(())
     }
 
-    fn settle(
-        &mut self,
-        _quiet: Duration,
-        _cap: Duration,
-        cancel: &Cancel,
-    ) -> Result<bool, DriverError> {
+    fn settle(&mut self, _rule: super::settle::Rule, cancel: &Cancel) -> Result<bool, DriverError> {
         cancel.check()?;
         self.lock().events.push(Event::Settle);
         Ok(true)
@@ -243,7 +238,7 @@ impl Driver for FakeDriver {
             damage: false,
             xfixes: false,
             randr: false,
-            formats: vec![ImageFormat::Png, ImageFormat::Webp],
+            formats: vec![ImageFormat::Png, ImageFormat::Webp, ImageFormat::Jpeg],
         }
     }
 }

@@ -8,6 +8,7 @@
 //! [`x11::X11Driver`].
 
 pub mod fake;
+pub mod settle;
 pub mod x11;
 
 use std::time::Duration;
@@ -118,14 +119,11 @@ pub trait Driver: Send {
     /// when that takes longer than `deadline`. A round trip when nothing
     /// is grabbed; nothing when nothing was sent since the last call.
     fn deliver(&mut self, deadline: Duration, cancel: &Cancel) -> Result<(), DriverError>;
-    /// Waits until the screen has been quiet (no damage) for `quiet`, at
-    /// most `cap`. Returns whether it went quiet before the cap.
-    fn settle(
-        &mut self,
-        quiet: Duration,
-        cap: Duration,
-        cancel: &Cancel,
-    ) -> Result<bool, DriverError>;
+    /// Waits until the screen has settled by `rule` ([`settle`]: quiet
+    /// after the last damage, how long depending on what was drawn since
+    /// the last [`Driver::changes`]). Returns whether it went quiet before
+    /// the cap.
+    fn settle(&mut self, rule: settle::Rule, cancel: &Cancel) -> Result<bool, DriverError>;
     /// Before a shortcut is sent: what happens on the screen and to the
     /// focus from now on is its reaction ([`Driver::react`]).
     fn watch(&mut self) -> Result<(), DriverError>;

@@ -16,6 +16,10 @@ pub struct RunArgs {
     /// Keep the guest this run boots.
     #[arg(long)]
     pub keep: bool,
+    /// Take a ready guest from the warm pool (`host-cli pool start`)
+    /// instead of booting one; it is removed at the end like a booted one.
+    #[arg(long, conflicts_with_all = ["session", "backend", "image", "memory", "cpus", "pids", "ready_timeout"])]
+    pub pool: bool,
     /// The model (default: gpt-5.5, or computer-use-preview with that
     /// tool; with --provider anthropic, claude-opus-5-5).
     #[arg(long)]
@@ -156,6 +160,12 @@ pub struct RunArgs {
     /// for one with its first action, as with the official SDK's runner.
     #[arg(long)]
     pub no_initial_screenshot: bool,
+    /// With --provider anthropic: offer the computer as the older
+    /// `computer_20251124` tool (one tool named `computer` whose input
+    /// names the action; its display size is the screenshots') instead of
+    /// the computer toolset, for models that still use it.
+    #[arg(long = "computer-20251124", conflicts_with = "no_initial_screenshot")]
+    pub computer_20251124: bool,
     /// Extra instructions for the model.
     #[arg(long)]
     pub instructions: Option<String>,

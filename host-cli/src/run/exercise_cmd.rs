@@ -14,9 +14,17 @@ pub struct ExerciseArgs {
     /// the API's replies are).
     #[arg(long, value_enum, default_value_t = Provider::Openai)]
     pub provider: Provider,
+    /// With --provider anthropic: the script's computer calls speak the
+    /// older `computer_20251124` tool instead of the computer toolset.
+    #[arg(long = "computer-20251124", conflicts_with = "browser")]
+    pub computer_20251124: bool,
     /// Use this running session (otherwise a guest is booted and removed).
     #[arg(long)]
     pub session: Option<String>,
+    /// Take a ready guest from the warm pool (`host-cli pool start`)
+    /// instead of booting one; it is removed at the end like a booted one.
+    #[arg(long, conflicts_with_all = ["session", "backend", "image", "memory", "cpus", "pids", "ready_timeout"])]
+    pub pool: bool,
     /// Keep the guest this exercise boots.
     #[arg(long)]
     pub keep: bool,
@@ -55,73 +63,6 @@ pub struct ExerciseArgs {
     pub events: Option<EventsFormat>,
 }
 
-/// The exercise's scripted model and loop options: the computer
-/// exercise (the form, then the note; `form_only` stops after the form),
-/// or the browser exercise (the form through the browser tools, with the
-/// URL policy limited to the demo app's origin).
-pub fn exercise_setup(
-    browser: bool,
-    form_only: bool,
-    pace: Pace,
-) -> anyhow::Result<(ScriptedModel, RunOptions)> {
-    let model = if browser {
-        ScriptedModel::new(Box::new(exercise::browser::BrowserScript::new(!form_only)))
-    } else {
-        ScriptedModel::new(Box::new(ExerciseScript::new(form_only).at_pace(pace)))
-    };
-    let toolset = if browser {
-        let policy =
-            UrlPolicy::parse(exercise::browser::FORM_ORIGIN).map_err(anyhow::Error::msg)?;
-        Some(Toolset::new(None, None, Some(policy), &[]).map_err(anyhow::Error::msg)?)
-    } else {
-        None
-    };
-    let task = if browser {
-        format!(
-            "Fill in and submit the contact form of the demo app ({}) through the browser tools.",
-            exercise::browser::FORM_URL
-        )
-    } else if form_only {
-        "Fill in and submit the contact form in the browser.".into()
-    } else {
-        "Fill in and submit the contact form in the browser, then write a note in the text editor and save it.".into()
-    };
-    let opts = RunOptions {
-        task,
-        model: "sandtop-scripted-exercise".into(),
-        shape: ToolShape::Computer,
-        computer: !browser,
-        browser: toolset,
-        instructions: None,
-        // Room for slow launches: a slow waiting turn is about a second, and
-        // the script waits up to a minute per window (exercise.rs), four
-        // under emulation.
-        max_steps: match pace {
-            Pace::Native => 150,
-            Pace::Emulated => 500,
-        },
-        max_duration: Some(match pace {
-            Pace::Native => Duration::from_secs(300),
-            Pace::Emulated => Duration::from_secs(900),
-        }),
-        // As `run` with a model: nothing stored, the conversation resent.
-        store: false,
-        stream: false,
-        screenshot: ScreenshotOptions::default(),
-        confirm_actions: false,
-        ask_user: false,
-        // The browser exercise signs in to the demo app (not the bench).
-        sign_in: browser && !form_only,
-        initial_screenshot: true,
-        context: ContextBudget::default(),
-        // The scripted model is not the API: nothing to compact.
-        compaction: Compaction::Off,
-        // The script's actions must all work: a failure fails the exercise.
-        on_action_error: OnActionError::Stop,
-    };
-    Ok((model, opts))
-}
-
 /// Whether the exercise can run on this backend.
 fn check_backend(backend: BackendKind, browser: bool) -> anyhow::Result<()> {
     match backend {
@@ -142,6 +83,9 @@ fn check_backend(backend: BackendKind, browser: bool) -> anyhow::Result<()> {
 
 /// `host-cli exercise`.
 pub async fn exercise(a: ExerciseArgs) -> anyhow::Result<ExitCode> {
+    if a.computer_20251124 && a.provider != Provider::Anthropic {
+        bail!("--computer-20251124 is an Anthropic tool: give --provider anthropic");
+    }
     // A credentials file others could read is refused before a guest boots.
     if let Some(p) = &a.credentials {
         exercise::sign_in::Account::from_credentials(&Credentials::open(p)?)?;
@@ -158,7 +102,7 @@ pub async fn exercise(a: ExerciseArgs) -> anyhow::Result<ExitCode> {
         a.session.as_deref(),
         a.backend,
         (EXERCISE_SCREEN, &a.guest),
-        a.keep,
+        (a.keep, a.pool),
         crate::egress::service::EgressConfig::none(),
     )
     .await?;
@@ -192,7 +136,13 @@ pub(super) async fn exercise_on(
     let (scripted, opts) = exercise_setup(a.browser, false, pace)?;
     let mut model: Box<dyn Model> = match a.provider {
         Provider::Openai => Box::new(scripted),
-        Provider::Anthropic => Box::new(ScriptedMessages::new(scripted)),
+        Provider::Anthropic => Box::new(ScriptedMessages::new(scripted).with_computer_tool(
+            if a.computer_20251124 {
+                ComputerTool::Computer20251124
+            } else {
+                ComputerTool::Toolset
+            },
+        )),
     };
     if pace == Pace::Emulated {
         eprintln!(
@@ -210,6 +160,9 @@ pub(super) async fn exercise_on(
         exercise: Some(true),
         model_api: Some(model.describe()),
         provider: Some(a.provider.as_str().into()),
+        computer_tool: a
+            .computer_20251124
+            .then(|| sandtop_agent::model::anthropic::COMPUTER_20251124.to_string()),
         ..Started::default()
     })))?;
     // The sign-in's account: provisioned in the guest (through exec's

@@ -87,12 +87,14 @@ impl BrowserRequest {
     /// [`MAX_POLICY_ORIGINS`] origins, each `http://` or `https://` and a
     /// host (no path, query, fragment, user info, white space or control
     /// characters), at most [`MAX_URL_BYTES`] bytes.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), crate::Invalid> {
         self.call.check()?;
         if let Some(e) = &self.expect
             && (e.label.is_empty() || e.label.len() > MAX_LABEL_BYTES)
         {
-            return Err(format!("`expect.label`: 1 to {MAX_LABEL_BYTES} bytes"));
+            return Err(crate::invalid!(
+                "`expect.label`: 1 to {MAX_LABEL_BYTES} bytes"
+            ));
         }
         if let Some(p) = &self.expect_page {
             for (name, v) in [
@@ -103,13 +105,15 @@ impl BrowserRequest {
                 if let Some(v) = v
                     && (v.is_empty() || v.len() > MAX_REF_BYTES)
                 {
-                    return Err(format!("`expect_page.{name}`: 1 to {MAX_REF_BYTES} bytes"));
+                    return Err(crate::invalid!(
+                        "`expect_page.{name}`: 1 to {MAX_REF_BYTES} bytes"
+                    ));
                 }
             }
         }
         if let Some(p) = &self.url_policy {
             if p.is_empty() || p.len() > MAX_POLICY_ORIGINS {
-                return Err(format!(
+                return Err(crate::invalid!(
                     "`url_policy`: 1 to {MAX_POLICY_ORIGINS} origins, got {}",
                     p.len()
                 ));
@@ -124,9 +128,11 @@ impl BrowserRequest {
 
 /// An origin as a browser serialises it: `http://` or `https://`, then a
 /// non-empty host with an optional port, nothing else.
-fn check_origin(o: &str) -> Result<(), String> {
+fn check_origin(o: &str) -> Result<(), crate::Invalid> {
     if o.len() > MAX_URL_BYTES {
-        return Err(format!("an origin is at most {MAX_URL_BYTES} bytes"));
+        return Err(crate::invalid!(
+            "an origin is at most {MAX_URL_BYTES} bytes"
+        ));
     }
     let rest = o
         .strip_prefix("https://")
@@ -215,7 +221,7 @@ mod tests {
             vec!["https://a.test\n"],
         ] {
             let e = with(bad.clone()).check().unwrap_err();
-            assert!(e.contains("url_policy"), "{bad:?}: {e}");
+            assert!(e.to_string().contains("url_policy"), "{bad:?}: {e}");
         }
         let many = vec!["https://a.test"; MAX_POLICY_ORIGINS + 1];
         assert!(with(many).check().is_err());
@@ -243,7 +249,7 @@ mod tests {
         }
         let mut r = r;
         r.expect.as_mut().unwrap().label = String::new();
-        assert!(r.check().unwrap_err().contains("expect"));
+        assert!(r.check().unwrap_err().to_string().contains("expect"));
     }
 
     #[test]
@@ -272,6 +278,11 @@ mod tests {
         }
         let mut r = r;
         r.expect_page.as_mut().unwrap().document = Some(String::new());
-        assert!(r.check().unwrap_err().contains("expect_page.document"));
+        assert!(
+            r.check()
+                .unwrap_err()
+                .to_string()
+                .contains("expect_page.document")
+        );
     }
 }

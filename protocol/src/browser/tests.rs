@@ -20,7 +20,10 @@ fn file_calls_are_checked() {
             name: name.into(),
             content_base64: String::new(),
         };
-        assert!(c.check().unwrap_err().contains("`name`"), "{name:?}");
+        assert!(
+            c.check().unwrap_err().to_string().contains("`name`"),
+            "{name:?}"
+        );
         let r = BrowserCall::RemoveDownload { name: name.into() };
         assert!(r.check().is_err(), "{name:?}");
     }
@@ -29,7 +32,12 @@ fn file_calls_are_checked() {
         name: "a".into(),
         content_base64: "A".repeat(base64_len(MAX_UPLOAD_BYTES) + 1),
     };
-    assert!(big.check().unwrap_err().contains("content_base64"));
+    assert!(
+        big.check()
+            .unwrap_err()
+            .to_string()
+            .contains("content_base64")
+    );
     // The largest upload fits the daemon's body limit as JSON.
     assert!(base64_len(MAX_UPLOAD_BYTES) + 4096 < crate::limits::MAX_BODY_BYTES);
     let o: BrowserOutcome =
@@ -54,7 +62,7 @@ fn calls_round_trip_and_unknown_fields_are_refused() {
     let bad = crate::from_json_objects::<BrowserCall>(
         br#"{"member":"click","tab_id":null,"target":"e1","extra":1}"#,
     );
-    assert!(bad.unwrap_err().contains("extra"));
+    assert!(bad.unwrap_err().to_string().contains("extra"));
     assert!(crate::from_json_objects::<BrowserCall>(br#"{"member":"list_tabs"}"#).is_err());
     let z: BrowserCall =
         crate::from_json_objects(br#"{"member":"zoom","tab_id":null,"region":[0,0,10,10]}"#)
@@ -111,7 +119,7 @@ fn checks_name_the_field() {
     ];
     for (call, field) in cases {
         let e = call.check().unwrap_err();
-        assert!(e.contains(field), "{call:?}: {e}");
+        assert!(e.to_string().contains(field), "{call:?}: {e}");
     }
     let long_ok = BrowserCall::WaitFor {
         tab_id: None,
@@ -127,11 +135,12 @@ fn every_default_member_but_list_tabs_is_a_call() {
         let body = format!(r#"{{"member":"{m}"}}"#);
         let err = crate::from_json_objects::<BrowserCall>(body.as_bytes())
             .err()
+            .map(|e| e.to_string())
             .unwrap_or_default();
         // Members whose only field is an optional tab parse; the
         // others miss a field; list_tabs is no call at all.
         assert_eq!(
-            err.contains("unknown variant"),
+            err.to_string().contains("unknown variant"),
             m == "list_tabs",
             "{m}: {err}"
         );

@@ -1,7 +1,8 @@
 //! Issue 15 part 1: the guest's desktop has visible affordances. A plain
 //! non-black background, the tint2 panel (its process), three launchers
 //! found in a screenshot the way the offline exercise finds them, and the
-//! terminal's launcher opening a terminal when clicked where it was seen.
+//! terminal's launcher opening a terminal when clicked where it was seen;
+//! no per-user font cache written at boot (the image's is valid).
 
 use super::*;
 use host_cli::agent::exercise::Frame;
@@ -35,6 +36,17 @@ pub async fn the_desktop_shows_a_panel_whose_launchers_open_apps(
         f.rgb[..3] == DESKTOP_BACKGROUND,
         "the desktop's corner is {:?}, not the background colour",
         &f.rgb[..3]
+    );
+    // The image's system font cache is valid for its font folders:
+    // openbox and tint2, both up and drawn now, wrote no cache of their
+    // own (each scanned every font at each boot while it was stale).
+    let cache = g
+        .exec(&["sh", "-c", "test ! -e \"$HOME/.cache/fontconfig\""])
+        .await?;
+    ensure!(
+        cache.exit_code == 0,
+        "the guest wrote a per-user font cache at boot: the image's system \
+         cache is stale (Dockerfile.guest runs fc-cache for this)"
     );
     let (x, y) = f.launchers()[2];
     act(

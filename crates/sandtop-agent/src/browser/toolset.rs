@@ -29,10 +29,10 @@
 //!   `{ok, state, result | error}` (plus the image for screenshot and zoom),
 //!   with daemon errors told from their code only, never the guest's text.
 //!
-//! Size: ~1140 lines, tests apart (`browser/tests.rs`): one table,
-//! `member_spec` (~140 lines), read by `with_grants`, `tools` and `prepare`,
-//! and the rules around it. If it grows, `UrlPolicy` and the state, results
-//! and prompt (~315 lines from `inert` on) are the parts to move out.
+//! Layout: tests apart (`browser/tests.rs`): one table, `member_spec`, read
+//! by `with_grants`, `tools` and `prepare`, and the rules around it. If it
+//! grows, `UrlPolicy` and the state, results and prompt (~315 lines from
+//! `inert` on) are the parts to move out.
 
 use std::collections::BTreeSet;
 
@@ -742,8 +742,12 @@ impl Toolset {
             body.insert("member".into(), Value::String(member.into()));
             let call: BrowserCall = serde_json::from_value(Value::Object(body))
                 .map_err(|_| "Browser arguments do not match the requested tool.".to_string())?;
-            call.check()
-                .map_err(|m| format!("Browser argument {}", m.replacen(':', " is invalid:", 1)))?;
+            call.check().map_err(|m| {
+                format!(
+                    "Browser argument {}",
+                    m.to_string().replacen(':', " is invalid:", 1)
+                )
+            })?;
             Some(call)
         };
         if let Some(BrowserCall::Type { target: None, .. }) = &call {
@@ -1047,6 +1051,17 @@ pub fn output(
         }));
     }
     json!({"type": "function_call_output", "call_id": call_id, "output": content})
+}
+
+/// The payload (`{ok, state, result | error}`) of a browser
+/// `function_call_output` item ([`output`], [`file_output`]), if it is one.
+pub fn payload_of(item: &Value) -> Option<Value> {
+    let text = item["output"]
+        .as_array()?
+        .iter()
+        .find(|p| p["type"] == "input_text")?["text"]
+        .as_str()?;
+    serde_json::from_str(text).ok()
 }
 
 /// The `function_call_output` item of `upload_file` or `download_file`:

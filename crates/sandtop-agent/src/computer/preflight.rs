@@ -23,6 +23,8 @@
 use sandtop_protocol::{Action, ErrorCode, ScaleMap, keys, limits};
 use serde_json::Value;
 
+use super::reads::Read;
+
 /// Why a call was refused before anything ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
@@ -55,13 +57,77 @@ impl std::fmt::Display for Refusal {
     }
 }
 
+/// One checked computer call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checked {
+    /// Actions for one batch.
+    Actions(Vec<Action>),
+    /// A read ([`reads`]): the whole of its call.
+    Read(Read),
+}
+
 /// Checks one call's actions; returns them parsed when every one passes.
 /// `map` is the ScaleMap of the screenshot the model saw last (the space
-/// its coordinates are in), when there is one.
+/// its coordinates are in), when there is one. Only the Responses API's
+/// action types are accepted.
 pub fn check_call(
     call_id: &str,
     raw: &[Value],
     map: Option<&ScaleMap>,
+) -> Result<Vec<Action>, Refusal> {
+    check_actions(call_id, raw, map, false)
+}
+
+/// [`check_call`] in the vocabulary of a model that has Sandtop's own
+/// action types too when `own` ([`Action::own_fields`], and the reads of
+/// [`reads`]: one read is the whole of its call, and a zoom's region lies
+/// inside the last screenshot, which it needs).
+pub fn check_computer_call(
+    call_id: &str,
+    raw: &[Value],
+    map: Option<&ScaleMap>,
+    own: bool,
+) -> Result<Checked, Refusal> {
+    let refuse = |index: Option<usize>, code: ErrorCode, reason: String| Refusal {
+        function: false,
+        call_id: call_id.to_string(),
+        index,
+        code,
+        reason,
+    };
+    if own && let Some(i) = raw.iter().position(|v| Read::from_value(v).is_some()) {
+        if raw.len() != 1 {
+            return Err(refuse(
+                Some(i),
+                ErrorCode::InvalidAction,
+                "a read (cursor_position, zoom) must be the only action of its call".into(),
+            ));
+        }
+        let read = Read::from_value(&raw[0])
+            .expect("a read")
+            .map_err(|e| refuse(Some(0), ErrorCode::InvalidAction, e))?;
+        if let Read::Zoom { region } = read {
+            let Some(map) = map else {
+                return Err(refuse(
+                    Some(0),
+                    ErrorCode::InvalidAction,
+                    "zoom: there is no screenshot yet for its region to refer to; take one first"
+                        .into(),
+                ));
+            };
+            Read::zoom_options(region, map, sandtop_protocol::ImageFormat::Png)
+                .map_err(|e| refuse(Some(0), ErrorCode::OutOfBounds, e))?;
+        }
+        return Ok(Checked::Read(read));
+    }
+    check_actions(call_id, raw, map, own).map(Checked::Actions)
+}
+
+fn check_actions(
+    call_id: &str,
+    raw: &[Value],
+    map: Option<&ScaleMap>,
+    own: bool,
 ) -> Result<Vec<Action>, Refusal> {
     let refuse = |index: Option<usize>, code: ErrorCode, reason: String| Refusal {
         function: false,
@@ -83,8 +149,8 @@ pub fn check_call(
     }
     let mut actions = Vec::with_capacity(raw.len());
     for (i, value) in raw.iter().enumerate() {
-        let action = Action::from_model_value(value)
-            .map_err(|e| refuse(Some(i), ErrorCode::InvalidAction, e))?;
+        let action = Action::from_model_value_with(value, own)
+            .map_err(|e| refuse(Some(i), ErrorCode::InvalidAction, e.to_string()))?;
         let kind = action.kind();
         action
             .check_limits()
@@ -162,6 +228,45 @@ mod tests {
         let many = vec![json!({"type": "wait"}); limits::MAX_ACTIONS + 1];
         let r = check_call("c", &many, Some(&map())).unwrap_err();
         assert_eq!((r.index, r.code), (None, ErrorCode::LimitExceeded));
+    }
+
+    /// Sandtop's own types pass only in the vocabulary that has them; a
+    /// read is the whole of its call and a zoom's region lies inside the
+    /// screenshot.
+    #[test]
+    fn own_types_and_reads_pass_only_where_offered() {
+        let down = vec![json!({"type": "mouse_down", "button": "left"})];
+        assert!(check_call("c", &down, Some(&map())).is_err());
+        assert!(check_computer_call("c", &down, Some(&map()), false).is_err());
+        assert_eq!(
+            check_computer_call("c", &down, Some(&map()), true).unwrap(),
+            Checked::Actions(vec![Action::MouseDown {
+                button: sandtop_protocol::Button::Left
+            }])
+        );
+        let hold = vec![json!({"type": "hold_key", "keys": ["NOPE"], "duration_ms": 10})];
+        let r = check_computer_call("c", &hold, Some(&map()), true).unwrap_err();
+        assert_eq!(r.code, ErrorCode::UnknownKey);
+        let zoom = vec![json!({"type": "zoom", "region": [0, 0, 320, 200]})];
+        assert!(check_computer_call("c", &zoom, Some(&map()), false).is_err());
+        assert_eq!(
+            check_computer_call("c", &zoom, Some(&map()), true).unwrap(),
+            Checked::Read(Read::Zoom {
+                region: [0, 0, 320, 200]
+            })
+        );
+        let outside = vec![json!({"type": "zoom", "region": [0, 0, 321, 200]})];
+        let r = check_computer_call("c", &outside, Some(&map()), true).unwrap_err();
+        assert_eq!(r.code, ErrorCode::OutOfBounds);
+        assert!(check_computer_call("c", &zoom, None, true).is_err());
+        let mixed = vec![json!({"type": "wait"}), json!({"type": "cursor_position"})];
+        let r = check_computer_call("c", &mixed, Some(&map()), true).unwrap_err();
+        assert_eq!(r.index, Some(1));
+        let here = vec![json!({"type": "cursor_position"})];
+        assert_eq!(
+            check_computer_call("c", &here, None, true).unwrap(),
+            Checked::Read(Read::CursorPosition)
+        );
     }
 
     #[test]

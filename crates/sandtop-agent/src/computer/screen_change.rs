@@ -39,9 +39,12 @@ pub fn regions(actions: &[Action], size: Size) -> Vec<Rect> {
     // Keys go wherever the focus is, which a window that came up meanwhile
     // can take: a call that types or presses keys is bound to the whole
     // screen as well.
-    let keyboard = actions
-        .iter()
-        .any(|a| matches!(a, Action::Type { .. } | Action::Keypress { .. }));
+    let keyboard = actions.iter().any(|a| {
+        matches!(
+            a,
+            Action::Type { .. } | Action::Keypress { .. } | Action::HoldKey { .. }
+        )
+    });
     if (out.is_empty() || keyboard) && !out.contains(&full) {
         out.push(full);
     }

@@ -7,15 +7,16 @@
 //!
 //! * **request**: the `CreateResponse` body the runner built becomes a
 //!   `MessageCreateParams` body: `instructions` the `system` prompt, the
-//!   computer tool the `computer_toolset_20260801` toolset entry (the
-//!   members the loop cannot run disabled through `configs`), each function
+//!   computer tool the `computer_toolset_20260801` toolset entry (all
+//!   17 members offered), each function
 //!   tool a custom tool (`input_schema` its `parameters`), and the input
 //!   items the alternating `messages`: user text and screenshots as `text`
 //!   and base64 `image` blocks, the assistant's turns as the very content
 //!   blocks the API sent (kept on the items, see below), a computer call's
 //!   output a `tool_result` (`toolset_name: "computer"`) holding the
-//!   toolset's own acknowledgment line and the screenshot after it, a
-//!   function call's output a `tool_result` holding its text;
+//!   toolset's own acknowledgment line and the screenshot after it (a
+//!   `zoom`'s: its image alone), a function call's output (and a
+//!   `cursor_position`'s, `X=..,Y=..`) a `tool_result` holding its text;
 //! * **response**: a `Message` becomes a Responses-shaped response: a
 //!   `text` block an assistant `message` (commentary unless the turn
 //!   ended), a computer member's `tool_use` a `computer_call` whose
@@ -36,13 +37,14 @@
 //! The key is sent as the SDK 2.x sends it (`Authorization: Bearer`) and
 //! never appears in errors or logs.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::{Attempt, Creating, Model, RetryPolicy, http_client, json_reply, send, with_retries};
 use sandtop_hostkit::secret::Secret;
 use sandtop_protocol::limits;
 use sandtop_runfolder::items::{self as wire, ModelResponse};
 
+pub mod browser;
 pub mod scripted;
 
 /// Where each translated item keeps the content block it came from.
@@ -51,22 +53,55 @@ pub const BLOCK: &str = "anthropic_block";
 /// The toolset entry's `type`.
 pub const COMPUTER_TOOLSET: &str = "computer_toolset_20260801";
 
+/// The older computer tool's `type` (`BetaToolComputerUse20251124Param`):
+/// one tool named `computer` whose `tool_use` input names the member in
+/// `action`.
+pub const COMPUTER_20251124: &str = "computer_20251124";
+
+/// How the computer is offered to Claude.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ComputerTool {
+    /// The computer toolset (`computer_toolset_20260801`).
+    #[default]
+    Toolset,
+    /// The older `computer_20251124` tool (`--computer-20251124`), for
+    /// models that still use it: its display size is the screenshots'.
+    Computer20251124,
+}
+
 /// The `anthropic-version` header the SDK 2.17.0 sends (`_constants.py`).
 pub const API_VERSION: &str = "2026-10-21";
 
 /// `max_tokens` of every request (required by the API).
 pub const MAX_TOKENS: u64 = 8192;
 
-/// The computer members the loop does not run (the daemon's actions they
-/// need are not in the loop's action vocabulary, or they answer with
-/// something else than a screenshot): withheld from the served schema.
-pub const WITHHELD_MEMBERS: &[&str] = &[
+/// The computer toolset's members (`_computer_registry.py` `ROWS`, in
+/// its order): the loop runs every one, so the toolset entry withholds
+/// none. `cursor_position` and `zoom` run as the loop's reads
+/// ([`crate::computer::reads`]), `left_mouse_down`, `left_mouse_up` and
+/// `hold_key` as Sandtop's own actions (docs/contract.md rule 66).
+pub const MEMBERS: &[&str] = &[
+    "key",
+    "hold_key",
+    "type",
     "cursor_position",
+    "mouse_move",
     "left_mouse_down",
     "left_mouse_up",
-    "hold_key",
+    "left_click",
+    "left_click_drag",
+    "right_click",
+    "middle_click",
+    "double_click",
+    "triple_click",
+    "scroll",
+    "wait",
+    "screenshot",
     "zoom",
 ];
+
+/// `hold_key`'s longest hold in seconds (the daemon's `MAX_HOLD_KEY_MS`).
+pub const MAX_HOLD_SECONDS: i64 = (limits::MAX_HOLD_KEY_MS / 1000) as i64;
 
 /// The image of an older screenshot the runner's context budget replaced.
 pub const PRUNED_TEXT: &str = "(an older screenshot, removed to keep the context small)";
@@ -91,6 +126,7 @@ pub struct AnthropicModel {
     /// The screenshot placeholder the runner's budget puts in place of an
     /// older screenshot (sent as a line of text instead).
     placeholder: &'static str,
+    computer: ComputerTool,
 }
 
 impl AnthropicModel {
@@ -111,17 +147,24 @@ impl AnthropicModel {
             key,
             retry,
             placeholder: crate::runner::PLACEHOLDER_PNG,
+            computer: ComputerTool::Toolset,
         })
     }
 
-    async fn attempt(&self, body: &Value) -> Attempt {
+    /// Offers the computer as `tool` (the toolset by default).
+    pub fn with_computer_tool(mut self, tool: ComputerTool) -> AnthropicModel {
+        self.computer = tool;
+        self
+    }
+
+    async fn attempt(&self, body: &Value, roles: &browser::Roles) -> Attempt {
         let req = self
             .client
             .post(&self.url)
             .header("anthropic-version", API_VERSION)
             .json(body);
         match send(req, &self.key).await {
-            Ok(resp) => json_reply(resp, from_message).await,
+            Ok(resp) => json_reply(resp, |v| from_message_in(v, roles)).await,
             Err(a) => a,
         }
     }
@@ -132,11 +175,16 @@ impl Model for AnthropicModel {
         format!("anthropic messages at {}", self.url)
     }
 
+    fn own_actions(&self) -> bool {
+        true
+    }
+
     fn create<'a>(&'a mut self, body: &'a Value) -> Creating<'a> {
         Box::pin(async move {
-            let request = to_messages_request(body, self.placeholder)?;
-            let (this, request) = (&*self, &request);
-            with_retries(this.retry, move || this.attempt(request)).await
+            let request = translate(body, self.placeholder, self.computer)?;
+            let roles = browser::roles(body["input"].as_array().map_or(&[], Vec::as_slice));
+            let (this, request, roles) = (&*self, &request, &roles);
+            with_retries(this.retry, move || this.attempt(request, roles)).await
         })
     }
 }
@@ -145,19 +193,73 @@ fn malformed(m: impl Into<String>) -> wire::Malformed {
     wire::Malformed(m.into())
 }
 
-/// The toolset entry: every member the loop runs, the rest disabled.
+/// The toolset entry: every member is on by default and the loop runs
+/// them all ([`MEMBERS`]), so no `configs` (as the SDK sends a toolset
+/// whose driver serves every member).
 pub fn computer_toolset() -> Value {
-    let configs: Map<String, Value> = WITHHELD_MEMBERS
-        .iter()
-        .map(|m| (m.to_string(), json!({"enabled": false})))
-        .collect();
-    json!({"type": COMPUTER_TOOLSET, "configs": configs})
+    json!({"type": COMPUTER_TOOLSET})
 }
 
-/// One Responses tool as a Messages tool.
-fn tool(t: &Value) -> Result<Value, wire::Malformed> {
+/// The older computer tool's entry for screenshots of `size`.
+pub fn computer_20251124(size: (u32, u32)) -> Value {
+    json!({"type": COMPUTER_20251124, "name": "computer",
+           "display_width_px": size.0, "display_height_px": size.1})
+}
+
+/// The width and height of a PNG data URL (its IHDR), if it is one.
+fn png_size(url: &str) -> Option<(u32, u32)> {
+    use base64::Engine as _;
+    let data = url.strip_prefix("data:image/png;base64,")?;
+    // 32 base64 characters are the first 24 bytes: through the height.
+    let head = base64::engine::general_purpose::STANDARD
+        .decode(data.get(..32)?)
+        .ok()?;
+    sandtop_channel::image_check::png_size(&head)
+}
+
+/// The size of the latest screenshot of the conversation (the space the
+/// model's coordinates are in).
+fn screenshot_size(items: &[Value], placeholder: &str) -> Option<(u32, u32)> {
+    let calls = tool_uses(items);
+    items.iter().rev().find_map(|i| {
+        let urls: Vec<&str> = match i["type"].as_str() {
+            // A zoom's image is not the screenshot's space.
+            Some("computer_call_output")
+                if i["call_id"]
+                    .as_str()
+                    .and_then(|id| calls.get(id))
+                    .and_then(|b| member_of(b))
+                    .is_some_and(|(m, _)| m == "zoom") =>
+            {
+                Vec::new()
+            }
+            Some("computer_call_output") => i
+                .pointer("/output/image_url")
+                .and_then(Value::as_str)
+                .into_iter()
+                .collect(),
+            _ => i["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["image_url"].as_str())
+                .collect(),
+        };
+        urls.into_iter()
+            .rev()
+            .filter(|u| *u != placeholder)
+            .find_map(png_size)
+    })
+}
+
+/// One Responses tool as a Messages tool; `computer` is the computer's
+/// entry.
+fn tool(
+    t: &Value,
+    computer: &dyn Fn() -> Result<Value, wire::Malformed>,
+) -> Result<Value, wire::Malformed> {
     match t["type"].as_str() {
-        Some("computer") => Ok(computer_toolset()),
+        Some("computer") => computer(),
         Some("function") => {
             let mut out = json!({
                 "name": t["name"],
@@ -204,13 +306,14 @@ fn image_block(url: &str, placeholder: &str) -> Result<Value, wire::Malformed> {
 /// The toolset's own acknowledgment of a member that ran
 /// (`_computer_registry.py` `ROWS`; `None` for `screenshot`).
 pub fn acknowledgment(block: &Value) -> Option<String> {
-    let input = &block["input"];
+    let (name, input) = member_of(block)?;
+    let input = &input;
     let field = |k: &str| match &input[k] {
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         v => v.to_string(),
     };
-    Some(match block["name"].as_str()? {
+    Some(match name.as_str() {
         "key" => format!("Pressed {}.", field("text")),
         "hold_key" => format!("Held {} for {}s.", field("text"), field("duration")),
         "type" => "Typed.".into(),
@@ -229,6 +332,22 @@ pub fn acknowledgment(block: &Value) -> Option<String> {
     })
 }
 
+/// A computer `tool_use`'s member and its input: the toolset's `name` and
+/// `input`, or the older tool's `input.action` and the rest of `input`.
+pub fn member_of(block: &Value) -> Option<(String, Value)> {
+    if block["toolset_name"] == "computer" {
+        return Some((block["name"].as_str()?.to_string(), block["input"].clone()));
+    }
+    if block["name"] != "computer" {
+        return None;
+    }
+    let mut input = block["input"].as_object()?.clone();
+    match input.remove("action")? {
+        Value::String(a) => Some((a, Value::Object(input))),
+        _ => None,
+    }
+}
+
 /// The tool_use blocks of the conversation so far, by id.
 fn tool_uses(items: &[Value]) -> std::collections::HashMap<&str, &Value> {
     items
@@ -239,10 +358,19 @@ fn tool_uses(items: &[Value]) -> std::collections::HashMap<&str, &Value> {
         .collect()
 }
 
-/// Translates a `CreateResponse` body into a `MessageCreateParams` body.
-/// `placeholder` is the data URL the runner puts in place of a pruned
-/// screenshot.
+/// Translates a `CreateResponse` body into a `MessageCreateParams` body,
+/// the computer offered as its toolset. `placeholder` is the data URL the
+/// runner puts in place of a pruned screenshot.
 pub fn to_messages_request(body: &Value, placeholder: &str) -> Result<Value, wire::Malformed> {
+    translate(body, placeholder, ComputerTool::Toolset)
+}
+
+/// [`to_messages_request`] with the computer offered as `computer`.
+pub fn translate(
+    body: &Value,
+    placeholder: &str,
+    computer: ComputerTool,
+) -> Result<Value, wire::Malformed> {
     let items = body["input"]
         .as_array()
         .ok_or_else(|| malformed("a request without an `input` array"))?;
@@ -281,7 +409,8 @@ pub fn to_messages_request(body: &Value, placeholder: &str) -> Result<Value, wir
             (Some("computer_call_output"), _) => {
                 let id = item["call_id"].as_str().unwrap_or("");
                 let mut content = Vec::new();
-                if let Some(ack) = calls.get(id).and_then(|b| acknowledgment(b)) {
+                let block = calls.get(id).copied();
+                if let Some(ack) = block.and_then(acknowledgment) {
                     content.push(json!({"type": "text", "text": ack}));
                 }
                 let url = item
@@ -289,10 +418,23 @@ pub fn to_messages_request(body: &Value, placeholder: &str) -> Result<Value, wir
                     .and_then(Value::as_str)
                     .ok_or_else(|| malformed("a computer call output without a screenshot"))?;
                 content.push(image_block(url, placeholder)?);
+                let mut result =
+                    json!({"type": "tool_result", "tool_use_id": id, "content": content});
+                // The older tool's results carry no toolset (it is a tool).
+                if block.is_none_or(|b| b["toolset_name"] == "computer") {
+                    result["toolset_name"] = json!("computer");
+                }
+                push("user", result);
+            }
+            (Some("function_call_output"), _)
+                if calls
+                    .get(item["call_id"].as_str().unwrap_or(""))
+                    .is_some_and(|b| b["toolset_name"] == "browser") =>
+            {
+                let block = calls[item["call_id"].as_str().unwrap_or("")];
                 push(
                     "user",
-                    json!({"type": "tool_result", "tool_use_id": id, "content": content,
-                           "toolset_name": "computer"}),
+                    browser::tool_result(block, item, |url| image_block(url, placeholder))?,
                 );
             }
             (Some("function_call_output"), _) => {
@@ -321,11 +463,21 @@ pub fn to_messages_request(body: &Value, placeholder: &str) -> Result<Value, wir
         .into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect();
-    let tools = body["tools"]
-        .as_array()
-        .map(|ts| ts.iter().map(tool).collect::<Result<Vec<_>, _>>())
-        .transpose()?
-        .unwrap_or_default();
+    let entry = || {
+        match computer {
+        ComputerTool::Toolset => Ok(computer_toolset()),
+        ComputerTool::Computer20251124 => screenshot_size(items, placeholder)
+            .map(computer_20251124)
+            .ok_or_else(|| {
+                malformed(
+                    "the computer_20251124 tool needs the screenshots' size, and the conversation has no screenshot yet",
+                )
+            }),
+    }
+    };
+    let tools = browser::tools(body["tools"].as_array().map_or(&[], Vec::as_slice), |t| {
+        tool(t, &entry)
+    })?;
     let mut out = json!({
         "model": body["model"],
         "max_tokens": MAX_TOKENS,
@@ -432,7 +584,9 @@ fn member_actions_checked(name: &str, input: &Value) -> Result<Vec<Value>, Strin
         "type" => &["text"],
         "key" => &["text", "repeat"],
         "wait" => &["duration"],
-        "screenshot" => &[],
+        "screenshot" | "cursor_position" | "left_mouse_down" | "left_mouse_up" => &[],
+        "hold_key" => &["text", "duration"],
+        "zoom" => &["region"],
         _ => return Err("this member is not run by host-cli".into()),
     };
     if let Some(k) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
@@ -536,12 +690,61 @@ fn member_actions_checked(name: &str, input: &Value) -> Result<Vec<Value>, Strin
             vec![json!({"type": "wait"})]
         }
         "screenshot" => vec![json!({"type": "screenshot"})],
+        // The loop's reads (crate::computer::reads): the pointer in the
+        // screenshot's space, a region of the screenshot at full
+        // resolution (bounds checked against it by the preflight).
+        "cursor_position" => vec![json!({"type": "cursor_position"})],
+        "zoom" => {
+            let region = match obj
+                .get("region")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+            {
+                Some(r @ [_, _, _, _]) => r
+                    .iter()
+                    .map(Value::as_i64)
+                    .collect::<Option<Vec<i64>>>()
+                    .ok_or("region must be four integers")?,
+                _ => return Err("region (x0, y0, x1, y1) is required here".into()),
+            };
+            vec![json!({"type": "zoom", "region": region})]
+        }
+        // Sandtop's own actions (rule 66): the left button pressed where
+        // the pointer is and left held, released; a chord held.
+        "left_mouse_down" => vec![json!({"type": "mouse_down", "button": "left"})],
+        "left_mouse_up" => vec![json!({"type": "mouse_up", "button": "left"})],
+        "hold_key" => {
+            let text = obj
+                .get("text")
+                .and_then(Value::as_str)
+                .ok_or("text must be a string")?;
+            let d = int("duration").ok_or("duration must be an integer")?;
+            if !(0..=MAX_HOLD_SECONDS).contains(&d) {
+                return Err(format!("duration must be 0 to {MAX_HOLD_SECONDS} seconds"));
+            }
+            let mut presses = chords(text)?;
+            if presses.len() != 1 {
+                return Err("text: one key combination to hold".into());
+            }
+            vec![json!({"type": "hold_key", "keys": presses.pop(), "duration_ms": d * 1000})]
+        }
         _ => unreachable!("filtered above"),
     })
 }
 
-/// Reads a `Message` (`BetaMessage`) as a Responses-shaped response.
+/// Reads a `Message` (`BetaMessage`) as a Responses-shaped response, with
+/// no reads in the conversation before it.
 pub fn from_message(v: &Value) -> Result<ModelResponse, wire::Malformed> {
+    from_message_in(v, &browser::Roles::new())
+}
+
+/// Reads a `Message` (`BetaMessage`) as a Responses-shaped response;
+/// `roles` are the element roles of the conversation's reads (a browser
+/// `form_input` chooses its call by them).
+pub fn from_message_in(
+    v: &Value,
+    roles: &browser::Roles,
+) -> Result<ModelResponse, wire::Malformed> {
     if v["type"] != "message" {
         return Err(malformed("the reply is not a `message`"));
     }
@@ -580,6 +783,20 @@ pub fn from_message(v: &Value) -> Result<ModelResponse, wire::Malformed> {
                         "status": "completed", "pending_safety_checks": [],
                         "actions": member_actions(name, &b["input"]),
                     }),
+                    // The older computer_20251124 tool: `action` names the member.
+                    None if name == "computer" => {
+                        let actions = match member_of(b) {
+                            Some((member, input)) => member_actions(&member, &input),
+                            None => vec![
+                                json!({"type": "computer: `action` (a member name) is required"}),
+                            ],
+                        };
+                        json!({
+                            "type": "computer_call", "id": call_id, "call_id": call_id,
+                            "status": "completed", "pending_safety_checks": [], "actions": actions,
+                        })
+                    }
+                    Some("browser") => browser::function_call(call_id, name, &b["input"], roles),
                     Some(other) => {
                         return Err(malformed(format!(
                             "tool_use {call_id}: the toolset {other:?} is not offered"

@@ -151,6 +151,9 @@ impl Runner<'_> {
                 Work::Computer {
                     call_id, checks, ..
                 } => out.push(wire::computer_call_output(call_id, &url, checks)),
+                Work::Read { call_id, .. } => {
+                    out.push(wire::computer_call_output(call_id, &url, &[]))
+                }
                 Work::Function { call_id, name, .. } | Work::Browser { call_id, name, .. } => {
                     out.push(self.skipped_output(call_id, name))
                 }

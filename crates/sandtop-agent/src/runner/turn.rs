@@ -10,10 +10,11 @@ use serde_json::{Value, json};
 
 use super::{Ending, Executed, Rejected, Runner, SKIPPED, StepOutcome, Work, blocking, ms};
 use crate::browser::toolset::Toolset;
-use crate::computer::preflight::{self, Refusal};
+use crate::computer::preflight::{self, Checked, Refusal};
 use crate::progress::CallState;
 use crate::runner::OnActionError;
-use sandtop_runfolder::items::{self as wire, OutputItem};
+use sandtop_protocol::Action;
+use sandtop_runfolder::items::{self as wire, OutputItem, SafetyCheck};
 use sandtop_runfolder::trajectory::Entry;
 
 /// What answers the calls of one response: the items (the next
@@ -69,39 +70,38 @@ impl Runner<'_> {
                     call_id,
                     actions,
                     checks,
-                } => match next_or_end!(self.execute(step, call_id, actions, checks).await?) {
-                    Executed::Done(item, t) => {
-                        waited += t;
-                        out.push(item);
-                    }
-                    Executed::Failed { body, waited: t } => {
-                        waited += t;
-                        self.action_failures += 1;
-                        if self.opts.on_action_error == OnActionError::Stop {
-                            return Ok(StepOutcome::End(
-                                Ending::ActionFailed,
-                                format!(
-                                    "computer call {call_id}: {}; its outcome is recorded as failed",
-                                    sandtop_channel::refusal(&body)
-                                ),
-                            ));
-                        }
-                        let t = Instant::now();
-                        out.extend(next_or_end!(
-                            self.report_failure(
-                                step,
-                                call_id,
-                                checks,
-                                actions,
-                                &body,
-                                &work[n + 1..]
-                            )
-                            .await?
-                        ));
-                        waited += ms(t.elapsed());
+                } => {
+                    let executed =
+                        next_or_end!(self.execute(step, call_id, actions, checks).await?);
+                    let (items, t, last) = next_or_end!(
+                        self.answer_executed(
+                            call_id,
+                            checks,
+                            actions,
+                            executed,
+                            step,
+                            &work[n + 1..]
+                        )
+                        .await?
+                    );
+                    waited += t;
+                    out.extend(items);
+                    if last {
                         break;
                     }
-                },
+                }
+                Work::Read { call_id, read } => {
+                    let executed = next_or_end!(self.read(step, call_id, read).await?);
+                    let (items, t, last) = next_or_end!(
+                        self.answer_executed(call_id, &[], &[], executed, step, &work[n + 1..])
+                            .await?
+                    );
+                    waited += t;
+                    out.extend(items);
+                    if last {
+                        break;
+                    }
+                }
                 Work::Function {
                     call_id,
                     name,
@@ -132,6 +132,41 @@ impl Runner<'_> {
             items: out,
             waited_ms: waited,
         }))
+    }
+
+    /// What a computer call or a read that ran leaves for the model: its
+    /// answer; or, when the daemon refused it, the run's end
+    /// (`--on-action-error stop`) or the failure reported and the rest of
+    /// the response (`later`) skipped: `true`, the turn's last answers.
+    async fn answer_executed(
+        &mut self,
+        call_id: &str,
+        checks: &[SafetyCheck],
+        actions: &[Action],
+        executed: Executed,
+        step: u32,
+        later: &[Work],
+    ) -> anyhow::Result<StepOutcome<(Vec<Value>, f64, bool)>> {
+        let (body, waited) = match executed {
+            Executed::Done(item, t) => return Ok(StepOutcome::Next((vec![item], t, false))),
+            Executed::Failed { body, waited } => (body, waited),
+        };
+        self.action_failures += 1;
+        if self.opts.on_action_error == OnActionError::Stop {
+            return Ok(StepOutcome::End(
+                Ending::ActionFailed,
+                format!(
+                    "computer call {call_id}: {}; its outcome is recorded as failed",
+                    sandtop_channel::refusal(&body)
+                ),
+            ));
+        }
+        let t = Instant::now();
+        let items = next_or_end!(
+            self.report_failure(step, call_id, checks, actions, &body, later)
+                .await?
+        );
+        Ok(StepOutcome::Next((items, waited + ms(t.elapsed()), true)))
     }
 
     pub(super) fn function_call(
@@ -219,12 +254,38 @@ impl Runner<'_> {
                     actions,
                     pending_safety_checks,
                     unfinished: None,
-                } => work.push(Work::Computer {
-                    call_id: call_id.clone(),
-                    actions: preflight::check_call(call_id, actions, map.as_ref())
-                        .map_err(Rejected::Refused)?,
-                    checks: pending_safety_checks.clone(),
-                }),
+                } => work.push(
+                    match preflight::check_computer_call(
+                        call_id,
+                        actions,
+                        map.as_ref(),
+                        self.model.own_actions(),
+                    )
+                    .map_err(Rejected::Refused)?
+                    {
+                        // A read carries no safety checks of its own: the
+                        // Messages API raises none, and the Responses
+                        // vocabulary has no reads.
+                        Checked::Read(read) if pending_safety_checks.is_empty() => Work::Read {
+                            call_id: call_id.clone(),
+                            read,
+                        },
+                        Checked::Read(_) => {
+                            return Err(Rejected::Refused(Refusal {
+                                function: false,
+                                call_id: call_id.clone(),
+                                index: None,
+                                code: sandtop_protocol::ErrorCode::InvalidAction,
+                                reason: "a read carries pending safety checks".into(),
+                            }));
+                        }
+                        Checked::Actions(actions) => Work::Computer {
+                            call_id: call_id.clone(),
+                            actions,
+                            checks: pending_safety_checks.clone(),
+                        },
+                    },
+                ),
                 OutputItem::FunctionCall {
                     call_id,
                     name,

@@ -23,8 +23,8 @@
 //!    chosen), `declined` or `cancelled` ([`model_output`]); the trajectory
 //!    records the request's shape and the outcome, never a value.
 //!
-//! Size: ~615 lines, tests apart (`sign_in/tests.rs`): one request's path,
-//! from the tool's schema through `parse_request` and `check_answer` to
+//! Layout: tests apart (`sign_in/tests.rs`): one request's path, from the
+//! tool's schema through `parse_request` and `check_answer` to
 //! `model_output`, then the credentials file (~165 lines, its own section),
 //! the first part to move out (`sign_in/credentials.rs`) if it grows.
 

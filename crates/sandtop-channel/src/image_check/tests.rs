@@ -296,3 +296,127 @@ fn a_frame_must_be_the_size_its_map_and_header_say() {
     // PNG bytes declared as JPEG.
     assert!(check_frame(&frame(&png(320, 200), 320, 200), screen).is_err());
 }
+
+/// A real JPEG screenshot as the daemon writes it: `w` x `h`, baseline,
+/// quality 85, from BGRX.
+fn jpeg_q85(w: u32, h: u32) -> Vec<u8> {
+    let bgrx: Vec<u8> = (0..w * h * 4).map(|i| (i % 241) as u8).collect();
+    let mut out = Vec::new();
+    sandtop_imaging::jpeg(
+        &mut out,
+        sandtop_imaging::Layout::Bgrx,
+        &bgrx,
+        (w, h),
+        ImageFormat::JPEG_QUALITY,
+    )
+    .unwrap();
+    out
+}
+
+/// Where `b`'s first SOF0 segment starts (its 0xff).
+fn sof0(b: &[u8]) -> usize {
+    b.windows(2).position(|w| w == [0xff, 0xc0]).unwrap()
+}
+
+/// `jpeg_q85(w, h)` with its frame header claiming `cw` x `ch`.
+fn lying_jpeg(w: u32, h: u32, cw: u16, ch: u16) -> Vec<u8> {
+    let mut b = jpeg_q85(w, h);
+    let i = sof0(&b);
+    b[i + 5..i + 7].copy_from_slice(&ch.to_be_bytes());
+    b[i + 7..i + 9].copy_from_slice(&cw.to_be_bytes());
+    b
+}
+
+fn jpeg_shot(bytes: &[u8], map: ScaleMap) -> Screenshot {
+    Screenshot {
+        format: ImageFormat::Jpeg,
+        ..shot(bytes, map)
+    }
+}
+
+#[test]
+fn a_real_jpeg_screenshot_passes_and_decodes_at_its_size() {
+    let map = ScaleMap::identity(Size::new(64, 40));
+    let s = jpeg_shot(&jpeg_q85(64, 40), map);
+    assert!(check_screenshot(&s).is_ok());
+    let img = decode_screenshot(&s).unwrap();
+    assert_eq!(
+        (img.width, img.height, img.rgb.len()),
+        (64, 40, 64 * 40 * 3)
+    );
+    // Asked as JPEG: accepted; asked as PNG: refused.
+    let asked = ScreenshotOptions {
+        format: ImageFormat::Jpeg,
+        ..ScreenshotOptions::default()
+    };
+    let s = jpeg_shot(&jpeg_q85(1280, 800), ScaleMap::identity(SCREEN));
+    assert!(check_reply(&s, &asked, None).is_ok());
+    let e = check_reply(&s, &ScreenshotOptions::default(), None).unwrap_err();
+    assert!(e.contains("Png screenshot was asked for"), "{e}");
+    // PNG bytes declared as JPEG.
+    let e = check_screenshot(&jpeg_shot(&png(64, 40), map)).unwrap_err();
+    assert!(e.contains("not a Jpeg image"), "{e}");
+}
+
+#[test]
+fn a_jpeg_frame_header_lying_about_the_size_is_refused_before_decoding() {
+    let size = Size::new(64, 40);
+    let b = lying_jpeg(64, 40, 64, 41);
+    let e = check_screenshot(&jpeg_shot(&b, ScaleMap::identity(size))).unwrap_err();
+    assert!(e.contains("the image is 64x41"), "{e}");
+    let e = decode_jpeg(&b, size).unwrap_err();
+    assert!(e.contains("the image is 64x41, 64x40 was expected"), "{e}");
+    // A header that agrees with the declared size, over the scan of a
+    // smaller image: the decoder's output is the checked size, never
+    // more (the missing blocks are an error or left blank).
+    let b = lying_jpeg(64, 40, 64, 80);
+    match decode_jpeg(&b, Size::new(64, 80)) {
+        Ok(img) => assert_eq!(img.rgb.len(), 64 * 80 * 3),
+        Err(e) => assert!(e.contains("damaged"), "{e}"),
+    }
+}
+
+#[test]
+fn a_jpeg_of_another_kind_is_refused_from_its_frame_header() {
+    let size = Size::new(64, 40);
+    let map = ScaleMap::identity(size);
+    // (what is patched in the SOF segment, the byte, what is said)
+    for (what, offset, byte, said) in [
+        ("progressive (SOF2)", 1, 0xc2, "SOF 0xc2"),
+        ("extended sequential (SOF1)", 1, 0xc1, "SOF 0xc1"),
+        ("12-bit", 4, 12, "12 bits"),
+        ("one component (grey)", 9, 1, "1 components"),
+    ] {
+        let mut b = jpeg_q85(64, 40);
+        let i = sof0(&b);
+        b[i + offset] = byte;
+        let e = check_screenshot(&jpeg_shot(&b, map)).unwrap_err();
+        assert!(
+            e.contains("not baseline 8-bit YCbCr") && e.contains(said),
+            "{what}: {e}"
+        );
+        let e = decode_jpeg(&b, size).unwrap_err();
+        assert!(e.contains(said), "{what}: {e}");
+    }
+    // No frame header before the scan: not a JPEG of any size.
+    assert_eq!(jpeg_size(b"\xff\xd8\xff\xda\x00\x02"), None);
+}
+
+#[test]
+fn a_tiny_jpeg_claiming_60000x60000_is_refused_before_allocation() {
+    let b = lying_jpeg(8, 8, 60_000, 60_000);
+    assert!(b.len() < 1000, "{}", b.len());
+    // Control: an unlimited decoder believes the header (10.8 GB of RGB).
+    let mut unlimited = jpeg_decoder::Decoder::new(&b[..]);
+    unlimited.read_info().unwrap();
+    let info = unlimited.info().unwrap();
+    assert_eq!((info.width, info.height), (60_000, 60_000));
+    // The checked decoder compares the header with the size expected.
+    let e = decode_jpeg(&b, SCREEN).unwrap_err();
+    assert!(e.contains("the image is 60000x60000"), "{e}");
+    let e = decode_jpeg(&b, Size::new(60_000, 60_000)).unwrap_err();
+    assert!(e.contains("larger than"), "{e}");
+    // As a reply it never gets that far.
+    let e = check_screenshot(&jpeg_shot(&b, ScaleMap::identity(SCREEN))).unwrap_err();
+    assert!(e.contains("the image is 60000x60000"), "{e}");
+}

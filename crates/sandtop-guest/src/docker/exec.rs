@@ -52,6 +52,42 @@ impl DockerBackend {
             .await
     }
 
+    /// Starts `argv` in a session's container as the guest user, detached
+    /// (nothing attached, not waited for), with `env` added to the
+    /// image's environment: how a batch task's setup launches a program
+    /// on the guest's display. Argv only, never a shell.
+    pub async fn exec_detached(&self, container: &str, argv: &[&str], env: &[&str]) -> Result<()> {
+        let config = ExecConfig {
+            attach_stdin: Some(false),
+            attach_stdout: Some(false),
+            attach_stderr: Some(false),
+            tty: Some(false),
+            user: Some(guest_user()),
+            cmd: Some(argv.iter().map(|s| s.to_string()).collect()),
+            env: Some(env.iter().map(|s| s.to_string()).collect()),
+            privileged: Some(false),
+            ..Default::default()
+        };
+        let what = argv.first().copied().unwrap_or("");
+        let exec = self
+            .docker
+            .create_exec(container, config)
+            .await
+            .map_err(GuestError::docker(format!("docker exec {what}")))?;
+        self.docker
+            .start_exec(
+                &exec.id,
+                Some(StartExecOptions {
+                    detach: true,
+                    tty: false,
+                    output_capacity: None,
+                }),
+            )
+            .await
+            .map_err(GuestError::docker(format!("starting {what}")))?;
+        Ok(())
+    }
+
     /// [`DockerBackend::exec`] as another user (`uid:gid`). Root in the
     /// guest has no capabilities either (the container's bounding set is
     /// empty and no-new-privileges holds); the tests use it to walk

@@ -152,6 +152,25 @@ pub fn judge(stopped: bool, seen: &Seen) -> Verdict {
     }
 }
 
+/// Whether a session folder beside `folder` has a record naming
+/// container `id`: a pool guest claimed under another name keeps its
+/// first folder's label (labels cannot change), and the claim renamed
+/// that folder within the same `sessions/` (issue 36).
+fn renamed_to_a_sibling(folder: &Path, id: &str) -> bool {
+    let Some(Ok(entries)) = folder.parent().map(std::fs::read_dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let dir = SessionDir {
+            name: e.file_name().to_string_lossy().into_owned(),
+            path: e.path(),
+        };
+        dir.load()
+            .ok()
+            .is_some_and(|r| r.docker().is_some_and(|d| d.container_id == id))
+    })
+}
+
 /// What can be seen of the session folder `folder` of container `id`.
 fn seen(id: &str, session: &str, folder: Option<&Path>) -> Seen {
     let Some(f) = folder else {
@@ -234,7 +253,15 @@ impl DockerBackend {
                 ));
                 continue;
             }
-            let why = match judge(stopped(&state), &seen(&id, &session, folder.as_deref())) {
+            let mut seen = seen(&id, &session, folder.as_deref());
+            if seen == Seen::NotVisible
+                && folder
+                    .as_deref()
+                    .is_some_and(|f| renamed_to_a_sibling(f, &id))
+            {
+                seen = Seen::Ours;
+            }
+            let why = match judge(stopped(&state), &seen) {
                 Verdict::Remove(why) => why,
                 Verdict::Keep(None) => continue,
                 Verdict::Keep(Some(why)) => {

@@ -22,6 +22,13 @@ use crate::{GuestError, Result, StartRequest};
 use sandtop_channel::Channel;
 use sandtop_hostkit::secret::Secret;
 
+/// Between two looks at a starting guest's health: a guest is ready
+/// ~0.5 s after it was created, and each look costs a connect and one
+/// request, so a short pause (readiness seen at most this late).
+const READY_POLL: Duration = Duration::from_millis(10);
+/// Every this many looks, whether the container still runs (~0.25 s).
+const READY_INSPECT_EVERY: u32 = 25;
+
 impl DockerBackend {
     pub(super) async fn start_inner(
         &self,
@@ -137,7 +144,7 @@ impl DockerBackend {
                 Ok(Err(e)) => last = token.redact(&e.to_string()),
                 Err(_) => last = "the health request timed out".to_string(),
             }
-            if round.is_multiple_of(5) || Instant::now() >= end {
+            if round.is_multiple_of(READY_INSPECT_EVERY) || Instant::now() >= end {
                 let st = self
                     .docker
                     .inspect_container(id, None::<InspectContainerOptions>)
@@ -162,7 +169,7 @@ impl DockerBackend {
                     log: self.log_tail(id, LOG_TAIL_ON_FAILURE, &token).await,
                 });
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(READY_POLL).await;
         }
     }
 

@@ -77,7 +77,10 @@ impl DockerBackend {
                 m
             }
         };
-        let labels = session_labels(&req.name, &dir.path);
+        let mut labels = session_labels(&req.name, &dir.path);
+        for (k, v) in &self.extra_labels {
+            labels.entry(k.clone()).or_insert_with(|| v.clone());
+        }
         let host_config = HostConfig {
             memory: Some(l.memory_bytes),
             memory_swap: Some(l.memory_bytes),
@@ -179,6 +182,7 @@ mod tests {
             limits: Limits::default(),
             channel: ChannelMode::Auto,
             ready_timeout: READY_TIMEOUT,
+            extra_labels: Vec::new(),
         };
         let dir = SessionDir {
             name: "abc".into(),
@@ -268,6 +272,7 @@ mod tests {
             limits: Limits::default(),
             channel: ChannelMode::Auto,
             ready_timeout: READY_TIMEOUT,
+            extra_labels: Vec::new(),
         };
         let dir = SessionDir {
             name: "abc".into(),

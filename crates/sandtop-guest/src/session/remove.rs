@@ -26,10 +26,10 @@
 //!   a host user who is neither root nor the guest's uid) and reports
 //!   each failure with the owner's uid.
 //!
-//! Size: ~690 lines, ~310 of them inline tests (they rerun themselves in a
-//! child process, as the guest's uid, and `guest`'s tests borrow their
-//! helpers); `remove_tree` is one loop (~190 lines) over one stack of open
-//! directories. If it grows, the tests move to `remove/tests.rs`.
+//! Layout: inline tests (they rerun themselves in a child
+//! process, as the guest's uid, and `guest`'s tests borrow their helpers);
+//! `remove_tree` is one loop over one stack of open directories. If it grows,
+//! the tests move to `remove/tests.rs`.
 
 use std::collections::HashSet;
 use std::ffi::{CString, OsStr};

@@ -177,3 +177,50 @@ fn runs_of_one_session_in_one_second_get_folders_of_their_own() {
     // An explicit folder (`--record DIR`) is still taken as given or not at all.
     assert!(Recorder::create(&base).is_err());
 }
+
+/// A crash while the model thought: the request was recorded, its
+/// response never was. The resume sends that request's input again, once
+/// (not the conversation with it and the outputs again), and a second
+/// crash in the same place changes nothing.
+#[test]
+fn a_request_never_answered_is_sent_again_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let mut r = Recorder::create(&dir).unwrap();
+    let task = json!({"role": "user", "content": [{"type": "input_text", "text": "t"}]});
+    let call =
+        json!({"type": "function_call", "call_id": "call_a", "name": "f", "arguments": "{}"});
+    let out = json!({"type": "function_call_output", "call_id": "call_a", "output": "x"});
+    r.write(&started()).unwrap();
+    let input = |step: u32, items: Vec<Value>| Entry::RequestInput {
+        step,
+        items,
+        previous_response_id: None,
+        images: 0,
+        bytes: 0,
+    };
+    r.write(&input(1, vec![task.clone()])).unwrap();
+    r.write(&Entry::Response {
+        step: 1,
+        id: "resp_1".into(),
+        status: "completed".into(),
+        output: vec![call.clone()],
+    })
+    .unwrap();
+    r.write(&Entry::CallOutput {
+        step: 1,
+        item: out.clone(),
+    })
+    .unwrap();
+    r.write(&input(2, vec![out.clone()])).unwrap();
+    let p = resume_point(&dir).unwrap();
+    assert_eq!(p.steps_done, 1);
+    assert_eq!(p.conversation, vec![task.clone(), call.clone()]);
+    assert_eq!(p.pending_outputs, vec![out.clone()]);
+    // The resumed run crashes the same way.
+    r.write(&Entry::RunResumed { steps_done: 1 }).unwrap();
+    r.write(&input(2, vec![out.clone()])).unwrap();
+    let p = resume_point(&dir).unwrap();
+    assert_eq!(p.conversation, vec![task, call]);
+    assert_eq!(p.pending_outputs, vec![out]);
+}

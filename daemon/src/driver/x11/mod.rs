@@ -6,10 +6,10 @@
 //! only where ordering must be observed: delivery (see [`delivery`]) and
 //! before settling and capturing.
 //!
-//! Size: ~810 lines, no inline tests: one `X11Driver` whose methods share
-//! its connection, keymap, SHM segment and DAMAGE state: `connect` (~170
-//! lines of screen and extension checks) and the `Driver` implementation
-//! (~340, the wait for a shortcut's reaction included). Delivery, the
+//! Layout: no inline tests: one `X11Driver` whose methods share its
+//! connection, keymap, SHM segment and DAMAGE state: `connect` (the screen
+//! and extension checks) and the `Driver` implementation (the wait for a
+//! shortcut's reaction included). Delivery, the
 //! keymap and SHM are modules already.
 
 mod delivery;
@@ -31,7 +31,7 @@ use x11rb::rust_connection::RustConnection;
 use xkeysym::Keysym;
 
 use self::keymap::Keymap;
-use super::{CursorImage, Driver, DriverError, FrameView, Reaction};
+use super::{CursorImage, Driver, DriverError, FrameView, Reaction, settle};
 use crate::cancel::Cancel;
 
 pub(crate) fn conn_err(e: ConnectionError) -> DriverError {
@@ -237,7 +237,7 @@ impl X11Driver {
                 damage: damage_ok,
                 xfixes: xfixes_ok,
                 randr: randr_ok,
-                formats: vec![WireFormat::Png, WireFormat::Webp],
+                formats: vec![WireFormat::Png, WireFormat::Webp, WireFormat::Jpeg],
             },
             last_remap: None,
             expected: delivery::Expected::default(),
@@ -571,46 +571,50 @@ impl Driver for X11Driver {
         }
     }
 
-    fn settle(
-        &mut self,
-        quiet: Duration,
-        cap: Duration,
-        cancel: &Cancel,
-    ) -> Result<bool, DriverError> {
+    fn settle(&mut self, rule: settle::Rule, cancel: &Cancel) -> Result<bool, DriverError> {
         if self.damage.is_none() {
             // No DAMAGE: nothing to watch. Do not invent a sleep.
             return Ok(false);
         }
         let start = Instant::now();
-        let mut last = start;
-        // Reset the damage region, so that old damage cannot hide new.
-        self.drain_events()?;
+        let mut quiet = settle::Quiet::new(rule);
+        // Damage queued now was drawn since the last look (the batch's
+        // start, `Driver::changes`): the reaction is under way. The
+        // region is reset (each DamageNotify does it), so that old
+        // damage cannot hide new.
+        if self.drain_events()? {
+            quiet.drawn_before();
+        }
         if let Some(d) = self.damage {
             self.conn
                 .damage_subtract(d, x11rb::NONE, x11rb::NONE)
                 .map_err(conn_err)?;
         }
         self.conn.flush().map_err(conn_err)?;
-        loop {
+        let settled = loop {
             if self.drain_events()? {
-                last = Instant::now();
+                quiet.damage(start.elapsed());
                 self.conn.flush().map_err(conn_err)?;
             }
-            let now = Instant::now();
-            let quiet_for = now.duration_since(last);
-            let elapsed = now.duration_since(start);
-            if quiet_for >= quiet {
-                return Ok(true);
+            match quiet.next(start.elapsed()) {
+                settle::Next::Settled => break true,
+                settle::Next::Capped => break false,
+                settle::Next::Wait(w) => {
+                    cancel.check()?;
+                    self.wait_readable(w.min(Duration::from_millis(20)))?;
+                }
             }
-            if elapsed >= cap {
-                return Ok(false);
-            }
-            cancel.check()?;
-            let wait = (quiet - quiet_for)
-                .min(cap - elapsed)
-                .min(Duration::from_millis(20));
-            self.wait_readable(wait)?;
-        }
+        };
+        let (first, last, n) = quiet.summary();
+        tracing::debug!(
+            first_ms = first.map(|t| t.as_secs_f64() * 1e3),
+            last_ms = last.map(|t| t.as_secs_f64() * 1e3),
+            damages = n,
+            waited_ms = start.elapsed().as_secs_f64() * 1e3,
+            settled,
+            "settled"
+        );
+        Ok(settled)
     }
 
     /// Damage (when the server has DAMAGE) and the focus window, read by

@@ -7,7 +7,8 @@
 //! `tool_use` answered by a `tool_result` in the next user message, first,
 //! in order, base64 images); the script's answer (Responses items) is
 //! turned into a `Message` whose `tool_use` blocks are the computer
-//! toolset's members ([`to_member`]) and read back by [`from_message`],
+//! toolset's members ([`to_member`]) and the browser toolset's
+//! ([`browser::to_member`]), and read back by [`from_message_in`],
 //! exactly as a reply from the API is. So the exercise runs the whole
 //! Anthropic translation against the real guest, offline. What has no
 //! counterpart in the Messages API is dropped and said so: the script's
@@ -17,7 +18,7 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use super::{BLOCK, from_message, to_messages_request};
+use super::{BLOCK, ComputerTool, browser, from_message_in, translate};
 use crate::model::scripted::{ScriptedModel, ScriptedOnly};
 use crate::model::{Creating, Model, ModelError};
 use crate::runner::PLACEHOLDER_PNG;
@@ -32,6 +33,7 @@ pub struct ScriptedMessages {
     pub sent: Vec<Value>,
     /// How many safety checks of the script were dropped.
     pub dropped_checks: usize,
+    computer: ComputerTool,
 }
 
 impl ScriptedMessages {
@@ -41,7 +43,14 @@ impl ScriptedMessages {
             n: 0,
             sent: Vec::new(),
             dropped_checks: 0,
+            computer: ComputerTool::Toolset,
         }
+    }
+
+    /// Offers (and speaks) the computer as `tool`.
+    pub fn with_computer_tool(mut self, tool: ComputerTool) -> ScriptedMessages {
+        self.computer = tool;
+        self
     }
 }
 
@@ -177,6 +186,15 @@ pub fn to_member(action: &Value) -> Result<(&'static str, Value), String> {
 /// The script's Responses items as a `Message`; the number of safety
 /// checks dropped.
 pub fn to_message(n: u32, items: &[Value]) -> Result<(Value, usize), String> {
+    to_message_as(n, items, ComputerTool::Toolset)
+}
+
+/// [`to_message`] with the computer's calls shaped for `computer`.
+pub fn to_message_as(
+    n: u32,
+    items: &[Value],
+    computer: ComputerTool,
+) -> Result<(Value, usize), String> {
     let mut content = Vec::new();
     let mut dropped = 0;
     let mut calls = 0;
@@ -205,16 +223,34 @@ pub fn to_message(n: u32, items: &[Value]) -> Result<(Value, usize), String> {
                     } else {
                         format!("{call_id}_{}", k + 1)
                     };
-                    content.push(json!({"type": "tool_use", "id": id,
-                                        "name": name, "input": input, "toolset_name": "computer"}));
+                    content.push(match computer {
+                        ComputerTool::Toolset => json!({"type": "tool_use", "id": id,
+                            "name": name, "input": input, "toolset_name": "computer"}),
+                        ComputerTool::Computer20251124 => {
+                            let mut input = input;
+                            input["action"] = json!(name);
+                            json!({"type": "tool_use", "id": id, "name": "computer", "input": input})
+                        }
+                    });
                 }
             }
             Some("function_call") => {
                 let args: Value = serde_json::from_str(item["arguments"].as_str().unwrap_or("{}"))
                     .map_err(|e| format!("function arguments: {e}"))?;
                 calls += 1;
-                content.push(json!({"type": "tool_use", "id": item["call_id"],
-                                    "name": item["name"], "input": args}));
+                // A browser call the toolset expresses goes as its member;
+                // the others (wait_for, the file members, any other
+                // function) as the custom tools they are offered as.
+                let member = item["name"]
+                    .as_str()
+                    .and_then(|n| n.strip_prefix("browser_"))
+                    .and_then(|m| browser::to_member(m, &args));
+                content.push(match member {
+                    Some((name, input)) => json!({"type": "tool_use", "id": item["call_id"],
+                        "name": name, "input": input, "toolset_name": "browser"}),
+                    None => json!({"type": "tool_use", "id": item["call_id"],
+                                   "name": item["name"], "input": args}),
+                });
             }
             other => return Err(format!("the script's item {other:?} has no Messages block")),
         }
@@ -237,9 +273,13 @@ impl Model for ScriptedMessages {
         self.inner.scripted()
     }
 
+    fn own_actions(&self) -> bool {
+        true
+    }
+
     fn create<'a>(&'a mut self, body: &'a Value) -> Creating<'a> {
         Box::pin(async move {
-            let request = to_messages_request(body, PLACEHOLDER_PNG)?;
+            let request = translate(body, PLACEHOLDER_PNG, self.computer)?;
             check_request(&request).map_err(|e| {
                 ModelError::Script(format!("the Messages request is malformed: {e}"))
             })?;
@@ -247,8 +287,8 @@ impl Model for ScriptedMessages {
             // The script reads the loop's own request (its screenshots).
             let (resp, stats) = self.inner.create(body).await?;
             self.n += 1;
-            let (message, dropped) =
-                to_message(self.n, &resp.raw_output).map_err(ModelError::Script)?;
+            let (message, dropped) = to_message_as(self.n, &resp.raw_output, self.computer)
+                .map_err(ModelError::Script)?;
             if dropped > 0 {
                 tracing::info!(
                     dropped,
@@ -256,7 +296,8 @@ impl Model for ScriptedMessages {
                 );
             }
             self.dropped_checks += dropped;
-            let parsed = from_message(&message)?;
+            let roles = browser::roles(body["input"].as_array().map_or(&[], Vec::as_slice));
+            let parsed = from_message_in(&message, &roles)?;
             debug_assert!(parsed.raw_output.iter().all(|i| i.get(BLOCK).is_some()));
             Ok((parsed, stats))
         })
@@ -266,7 +307,7 @@ impl Model for ScriptedMessages {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::anthropic::member_actions;
+    use crate::model::anthropic::{from_message, member_actions};
 
     #[test]
     fn script_actions_go_through_members_and_back_unchanged() {
