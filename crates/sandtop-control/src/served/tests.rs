@@ -112,6 +112,12 @@ async fn a_viewer_gets_the_state_and_open_questions_and_the_first_answer_wins() 
         .await;
     v.send(json!({"type":"answer","id":id,"answer":"deny"}))
         .await;
+    // The second answer has no reply of its own; a command that has one,
+    // read back, shows both were handled before the run closes the
+    // question (else the deny, arriving after the close, is refused, and
+    // that reply may be written before the broadcast `closed`).
+    v.send(json!({"type":"bogus"})).await;
+    assert!(matches!(v.next().await, Event::Refused { what, .. } if what != "answer"));
     let s2 = s.clone();
     let got = tokio::task::spawn_blocking(move || s2.wait_answer(id, Duration::from_secs(5)))
         .await
