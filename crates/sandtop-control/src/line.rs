@@ -8,12 +8,28 @@ use super::wire::MAX_LINE_BYTES;
 
 /// Reads one line (without its end) of at most [`MAX_LINE_BYTES`];
 /// `Ok(false)` at the end of the stream. A longer line is an error (the
-/// connection is dropped), never a partial message.
+/// connection is dropped), never a partial message. Not for a
+/// `tokio::select!` branch: dropped mid-line, it loses what it had read
+/// (use [`fill_line`] there).
 pub async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
     r: &mut R,
     line: &mut Vec<u8>,
 ) -> std::io::Result<bool> {
     line.clear();
+    fill_line(r, line).await
+}
+
+/// [`read_line`] that goes on from what `line` holds and does not clear
+/// it: cancel-safe, so a `tokio::select!` branch whose future is dropped
+/// while a line is half arrived (another branch won) loses nothing; the
+/// next call completes the line. The caller clears `line` once it has used
+/// a complete one. (A line written in pieces, as `writeln!` on an
+/// unbuffered socket does, with an event sent meanwhile, was lost whole:
+/// an answer from the view that never arrived.)
+pub async fn fill_line<R: tokio::io::AsyncBufRead + Unpin>(
+    r: &mut R,
+    line: &mut Vec<u8>,
+) -> std::io::Result<bool> {
     loop {
         let buf = r.fill_buf().await?;
         if buf.is_empty() {
@@ -86,5 +102,28 @@ mod tests {
         assert_eq!(line, b"{\"a\":1}");
         // An unterminated tail is no message: the end of the stream.
         assert!(!read_line(&mut r, &mut line).await.unwrap());
+    }
+
+    /// A line that arrives in pieces, its read dropped between them as a
+    /// `select!` branch that lost is: the next read completes it.
+    #[tokio::test]
+    async fn a_line_whose_read_is_dropped_halfway_is_completed_by_the_next() {
+        let (mut w, r) = tokio::io::duplex(64);
+        let mut r = BufReader::new(r);
+        let mut line = Vec::new();
+        use tokio::io::AsyncWriteExt as _;
+        w.write_all(b"{\"type\":\"answer\",").await.unwrap();
+        let dropped = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            fill_line(&mut r, &mut line),
+        )
+        .await;
+        assert!(dropped.is_err(), "no line was complete yet");
+        w.write_all(b"\"id\":2}\nnext\n").await.unwrap();
+        assert!(fill_line(&mut r, &mut line).await.unwrap());
+        assert_eq!(line, b"{\"type\":\"answer\",\"id\":2}");
+        line.clear();
+        assert!(fill_line(&mut r, &mut line).await.unwrap());
+        assert_eq!(line, b"next");
     }
 }

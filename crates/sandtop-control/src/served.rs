@@ -26,7 +26,7 @@ use tokio::io::{AsyncWriteExt as _, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Notify, broadcast};
 
-use super::line::read_line;
+use super::line::fill_line;
 use super::wire::{
     Command, Event, Holder, LastCall, Phase, QuestionKind, SOCKET_NAME, UsageSoFar, VERSION,
 };
@@ -681,7 +681,9 @@ async fn serve(served: Served, stream: UnixStream) {
     let mut line = Vec::new();
     loop {
         tokio::select! {
-            n = read_line(&mut read, &mut line) => {
+            // Cancel-safe: an event sent while a command is half arrived
+            // loses none of it.
+            n = fill_line(&mut read, &mut line) => {
                 if !matches!(n, Ok(true)) {
                     return;
                 }
@@ -692,6 +694,7 @@ async fn serve(served: Served, stream: UnixStream) {
                         why: format!("not a control command: {e}"),
                     }),
                 };
+                line.clear();
                 // A refusal goes to its sender only; a state change to all.
                 if let Some(e) = reply {
                     if matches!(e, Event::State { .. }) {

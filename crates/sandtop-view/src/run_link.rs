@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use super::hub::Hub;
 use sandtop_channel::Channel;
-use sandtop_control::line::{parse_actions, read_line};
+use sandtop_control::line::{fill_line, parse_actions};
 use sandtop_control::wire::{Command, Event, SOCKET_NAME};
 use sandtop_guest::session::SessionDir;
 use sandtop_guest::session::{RunLock, hold_session};
@@ -63,12 +63,16 @@ async fn attached(hub: &Hub, stream: UnixStream, commands: &mut mpsc::Receiver<C
     let mut line = Vec::new();
     loop {
         tokio::select! {
-            n = read_line(&mut read, &mut line) => {
+            // Cancel-safe: a command sent while an event is half arrived
+            // loses none of it.
+            n = fill_line(&mut read, &mut line) => {
                 match n {
                     Ok(true) => {}
                     _ => return,
                 }
-                match serde_json::from_slice::<Event>(&line) {
+                let event = serde_json::from_slice::<Event>(&line);
+                line.clear();
+                match event {
                     Ok(e) => hub.run_event(e),
                     Err(e) => {
                         tracing::warn!(error = %e, "an unreadable line from the run's control socket");

@@ -5,6 +5,7 @@ use tokio::io::{AsyncWriteExt as _, BufReader};
 use tokio::net::UnixStream;
 
 use super::*;
+use crate::line::read_line;
 
 fn hello() -> Hello {
     Hello {
