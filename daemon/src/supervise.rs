@@ -44,8 +44,11 @@ pub const EVENT_PAUSE: Duration = Duration::from_millis(2);
 pub const STALE_AFTER: Duration = Duration::from_millis(1500);
 /// A spawned Xvfb that has not answered for this long is killed and restarted.
 pub const HUNG_AFTER: Duration = Duration::from_secs(5);
-/// How long Xvfb may take to come up.
-pub const XVFB_READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long Xvfb may take to come up. Long: in a VM under software
+/// emulation (TCG) on a loaded host it took 8.5 s (measured), and the 10 s
+/// this once was ended a VM's boot (the daemon exits, the guest's init
+/// with it). A Docker guest's start gives up sooner on its own.
+pub const XVFB_READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Environment variables never handed to children.
 pub const SECRET_ENV: &[&str] = &[sandtop_protocol::session::TOKEN_ENV, "OPENAI_API_KEY"];
 
