@@ -137,7 +137,8 @@ fn snapshot_clones_start_fast_each_with_its_own_random_state_clock_and_token() {
     let _guard = Guard {
         state: state.clone(),
         snapshots: snapshots.clone(),
-        names: std::iter::once("cold")
+        names: ["cold", "damaged"]
+            .into_iter()
             .chain(clones)
             .map(String::from)
             .collect(),
@@ -331,4 +332,32 @@ fn snapshot_clones_start_fast_each_with_its_own_random_state_clock_and_token() {
         token_of("clone-b"),
     ));
     assert!(right.is_ok(), "clone-b's own token: {:?}", right.err());
+
+    // 6. A damaged snapshot (its state file cut short): QEMU cannot load
+    // it, so the start says so, removes it and boots instead.
+    for name in clones {
+        ok(cli().args(["guest", "stop", name]));
+    }
+    let len = std::fs::metadata(&file).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let (_, err) = ok(cli().args(["guest", "start", "--backend", "qemu", "--name", "damaged"]));
+    assert!(err.contains("from its snapshot"), "{err}");
+    assert!(
+        err.contains("QEMU exited while loading the VM snapshot")
+            && err.contains("booting instead"),
+        "{err}"
+    );
+    assert!(err.contains("(booted)"), "{err}");
+    assert!(!file.exists(), "the damaged snapshot was kept");
+    let damaged = store.get("damaged").unwrap();
+    assert!(damaged.path.join("qemu-snapshot.log").is_file());
+    let (out, _) = ok(cli().args(["act", "--session", "damaged", r#"[{"type":"wait"}]"#]));
+    let r: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["ok"], true, "the booted guest does not act: {r}");
+    ok(cli().args(["guest", "stop", "damaged"]));
 }

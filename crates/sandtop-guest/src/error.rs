@@ -88,6 +88,8 @@ pub enum GuestError {
     )]
     VmNotReady {
         why: String,
+        /// QEMU exited (else the wait ran out with QEMU still up).
+        qemu_exited: bool,
         qemu_log: String,
         console: String,
         link_log: String,

@@ -554,12 +554,72 @@ impl Backend for QemuBackend {
             // QEMU will run as the guest's uid: no host account may have it.
             super::ids::check_guest_ids_unused()?;
         }
-        let snapshot = self.snapshot_for(req);
+        let Some(snapshot) = self.snapshot_for(req) else {
+            return self.boot(dir, req, None).await;
+        };
+        match self.boot(dir, req, Some(&snapshot)).await {
+            Ok(rec) => Ok(rec),
+            // QEMU could not load the state (a damaged or truncated file,
+            // a host whose CPU cannot take it): boot instead, once, and
+            // drop the snapshot so that the next start does not try it.
+            // The first try's logs stay beside the new ones.
+            Err(
+                e @ GuestError::VmNotReady {
+                    qemu_exited: true, ..
+                },
+            ) => {
+                eprintln!(
+                    "host-cli: QEMU exited while loading the VM snapshot {}; removing it and \
+                     booting instead (its logs: qemu-snapshot.log, console-snapshot.log)\n{}",
+                    snapshot.state.display(),
+                    sandtop_hostkit::term::safe(&e.to_string())
+                );
+                for f in ["qemu", "console", "link"] {
+                    let _ = std::fs::rename(
+                        dir.path.join(format!("{f}.log")),
+                        dir.path.join(format!("{f}-snapshot.log")),
+                    );
+                }
+                super::qemu_snapshot::remove(&snapshot);
+                self.boot(dir, req, None).await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn stop(&self, dir: &SessionDir, rec: &SessionRecord) -> Result<()> {
+        if let Some(q) = rec.qemu() {
+            end(q, dir, Duration::from_secs(5)).await;
+        }
+        Ok(())
+    }
+
+    async fn connector(&self, dir: &SessionDir, _rec: &SessionRecord) -> Result<Box<dyn Connect>> {
+        Ok(Box::new(UnixConnector(dir.socket_path())))
+    }
+
+    async fn alive(&self, dir: &SessionDir, rec: &SessionRecord) -> bool {
+        alive(dir, rec)
+    }
+
+    async fn logs(&self, dir: &SessionDir, _rec: &SessionRecord) -> Result<String> {
+        Ok(console_tail(dir, 200))
+    }
+}
+
+impl QemuBackend {
+    /// One start of the VM: booted, or from `snapshot`.
+    async fn boot(
+        &self,
+        dir: &SessionDir,
+        req: &StartRequest,
+        snapshot: Option<&super::qemu_snapshot::Snapshot>,
+    ) -> Result<SessionRecord> {
         let mut qemu = std::process::Command::new(&self.qemu);
         qemu.args(self.args(dir, req));
         // From a snapshot: the same machine, its state loaded from
         // standard input (the file, opened here), then it runs on.
-        let stdin = match &snapshot {
+        let stdin = match snapshot {
             Some(s) => {
                 let f = std::fs::File::open(&s.state)
                     .map_err(GuestError::io(format!("opening {}", s.state.display())))?;
@@ -665,6 +725,7 @@ impl Backend for QemuBackend {
                 end(&q, dir, Duration::from_secs(2)).await;
                 return Err(GuestError::VmNotReady {
                     why,
+                    qemu_exited: !qemu_up,
                     qemu_log,
                     console,
                     link_log,
@@ -672,25 +733,6 @@ impl Backend for QemuBackend {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-    }
-
-    async fn stop(&self, dir: &SessionDir, rec: &SessionRecord) -> Result<()> {
-        if let Some(q) = rec.qemu() {
-            end(q, dir, Duration::from_secs(5)).await;
-        }
-        Ok(())
-    }
-
-    async fn connector(&self, dir: &SessionDir, _rec: &SessionRecord) -> Result<Box<dyn Connect>> {
-        Ok(Box::new(UnixConnector(dir.socket_path())))
-    }
-
-    async fn alive(&self, dir: &SessionDir, rec: &SessionRecord) -> bool {
-        alive(dir, rec)
-    }
-
-    async fn logs(&self, dir: &SessionDir, _rec: &SessionRecord) -> Result<String> {
-        Ok(console_tail(dir, 200))
     }
 }
 

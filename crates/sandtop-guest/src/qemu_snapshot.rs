@@ -28,6 +28,9 @@
 //! (marked `snapshot`) and its own token, and the guest goes on from where
 //! the snapshot stopped: a root helper sets its clock and waits for its
 //! kernel's reseed (below), then the link hands the daemon the token.
+//! When QEMU exits before the guest is ready (it could not load the state:
+//! a damaged file, a CPU that cannot take it), the start removes the
+//! snapshot and boots instead, once (`QemuBackend::start`).
 //!
 //! What a snapshot holds: the VM's memory and device state at that
 //! moment: the kernel after boot (its page cache of the read-only root
@@ -255,6 +258,45 @@ pub fn remove(s: &Snapshot) {
     let _ = std::fs::remove_file(&s.meta_path);
 }
 
+/// A file being written: `ID.PID.KIND.partial`, PID this process's, so
+/// that a later `guest snapshot` can tell one whose writer is gone.
+fn partial_name(id: &str, kind: &str) -> String {
+    format!("{id}.{}.{kind}.partial", std::process::id())
+}
+
+/// The writer's pid of a name [`partial_name`] made.
+fn partial_writer(name: &str) -> Option<i32> {
+    let mut parts = name.strip_suffix(".partial")?.split('.');
+    let (_id, pid, kind) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || !matches!(kind, "vmstate" | "json") {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Removes the partial files of `guest snapshot`s that are gone (killed
+/// before they finished or cleaned up: a state file is hundreds of MiB).
+/// One whose writer still runs is left to it.
+fn remove_abandoned_partials(folder: &Path) {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(partial_writer) else {
+            continue;
+        };
+        let alive = rustix::process::Pid::from_raw(pid).is_some_and(|p| {
+            !matches!(
+                rustix::process::test_kill_process(p),
+                Err(rustix::io::Errno::SRCH)
+            )
+        });
+        if !alive {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// Eight random bytes in hex.
 fn random_hex() -> Result<String> {
     let mut b = [0u8; 8];
@@ -302,6 +344,7 @@ pub fn make(store: &Store, b: &QemuBackend, req: &StartRequest) -> Result<Snapsh
             folder.display()
         ))(std::io::ErrorKind::PermissionDenied.into()));
     }
+    remove_abandoned_partials(&folder);
     let name = format!("{SESSION_PREFIX}{}", &random_hex()?[..8]);
     let dir = store.create(&name)?;
     let made = make_in(&dir, b, req, ident, &folder);
@@ -357,7 +400,7 @@ fn make_in(
     };
     let id = random_hex()?;
     let state_file = format!("{id}.vmstate");
-    let partial = folder.join(format!("{state_file}.partial"));
+    let partial = folder.join(partial_name(&id, "vmstate"));
     let saved = dir.save(&rec).map_err(GuestError::from).and_then(|()| {
         save(
             b,
@@ -391,7 +434,7 @@ fn make_in(
         save_ms: u64::try_from(save_time.as_millis()).unwrap_or(u64::MAX),
     };
     let meta_path = folder.join(format!("{id}.json"));
-    let tmp = folder.join(format!("{id}.json.partial"));
+    let tmp = folder.join(partial_name(&id, "json"));
     // A Meta always serialises (plain fields).
     let bytes = serde_json::to_vec_pretty(&meta).unwrap_or_default();
     let written = std::fs::OpenOptions::new()
@@ -721,6 +764,30 @@ mod tests {
     /// A description whose state file is not a plain `*.vmstate` name in
     /// its folder (a path, `..`, another suffix) is no snapshot: never
     /// found, so never loaded nor removed through it.
+    #[test]
+    fn partial_files_of_a_writer_that_is_gone_are_removed_and_no_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = |n: &str| dir.path().join(n);
+        let gone = "0123abcd.2147483646.vmstate.partial";
+        let gone_json = "0123abcd.2147483646.json.partial";
+        let mine = partial_name("4567ef01", "vmstate");
+        let others = [
+            "0123abcd.vmstate",
+            "0123abcd.json",
+            "x.2147483646.other.partial",
+        ];
+        for n in [gone, gone_json, mine.as_str()].iter().chain(others.iter()) {
+            std::fs::write(f(n), b"x").unwrap();
+        }
+        assert_eq!(partial_writer(&mine), Some(std::process::id() as i32));
+        remove_abandoned_partials(dir.path());
+        assert!(!f(gone).exists() && !f(gone_json).exists());
+        assert!(f(&mine).exists(), "a partial whose writer runs was removed");
+        for n in others {
+            assert!(f(n).exists(), "{n} was removed");
+        }
+    }
+
     #[test]
     fn a_description_naming_a_file_elsewhere_is_no_snapshot() {
         let tmp = tempfile::tempdir().unwrap();
