@@ -33,10 +33,14 @@
 //!    time budget (the last allowed request cannot start new effects, rule
 //!    13), Ctrl-C (between operations, rule 15) or a denial.
 //!
-//! Layout: no inline tests; the loop itself is in the eight modules of
+//! Layout: no inline tests; the loop itself is in the ten modules of
 //! `runner/`. Here is what they share: the options, `Runner` and its common
 //! methods, the types a step passes between them, and the context budget
 //! (`apply_budget` and its helpers, which would move first).
+//!
+//! How the run ends is one value, [`Stop`]: every part of a step returns
+//! `Result<T, Stop>`, and `?` carries an ending (or an error) from where it
+//! happens back to [`Runner::run`], which finishes the run with it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,17 +64,6 @@ use crate::computer::preflight::Refusal;
 use crate::computer::reads::Read;
 use crate::model::Model;
 use crate::progress::{CallState, Event, Progress, StepCall};
-
-/// The value of a part of a step, or the end of the run returned from the
-/// enclosing function (which returns `anyhow::Result<StepOutcome<_>>`).
-macro_rules! next_or_end {
-    ($e:expr) => {
-        match $e {
-            StepOutcome::Next(v) => v,
-            StepOutcome::End(ending, message) => return Ok(StepOutcome::End(ending, message)),
-        }
-    };
-}
 
 mod approvals;
 mod browser_calls;
@@ -236,6 +229,15 @@ pub struct Runner<'a> {
     diagnostics: Box<dyn Diagnostics + 'a>,
     /// The daemon's timings of the last request of the current call.
     last_timings: Option<sandtop_protocol::Timings>,
+    /// What the browser tools keep from one call to the next.
+    browser: BrowserMemory,
+    /// The run's control socket (`host-cli view`), when served.
+    control: Option<sandtop_control::served::Served>,
+}
+
+/// What the browser tools (and sign-in) keep from one call to the next.
+#[derive(Debug, Default)]
+struct BrowserMemory {
     /// The last structured read the model got (its refs' labels and roles
     /// go into approval prompts).
     last_read: Option<Value>,
@@ -243,11 +245,6 @@ pub struct Runner<'a> {
     /// refused from then on (seed: scripts run in a credential-less
     /// session; contract rule 41a).
     signed_in: bool,
-    /// Compaction is asked for (`--compaction auto`, until the model
-    /// refused it).
-    compacting: bool,
-    /// The run's control socket (`host-cli view`), when served.
-    control: Option<sandtop_control::served::Served>,
 }
 
 /// What the progress line of the current step says.
@@ -266,8 +263,22 @@ impl std::fmt::Debug for Runner<'_> {
     }
 }
 
-/// How the run ends, when it ends before the response's calls are done.
-type Stop = (Ending, String);
+/// Why the loop does not go on: the run ends here, with its ending and
+/// the message the outcome carries; or it fails with an error (nothing is
+/// finished: the caller gets the error). Every part of a step returns
+/// `Result<T, Stop>`; `?` carries either back to [`Runner::run`], and any
+/// error converts into [`Stop::Error`].
+#[derive(Debug)]
+enum Stop {
+    End(Ending, String),
+    Error(anyhow::Error),
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Stop {
+    fn from(e: E) -> Stop {
+        Stop::Error(e.into())
+    }
+}
 
 /// One tool call of a response, checked, in the response's order.
 #[derive(Debug)]
@@ -331,23 +342,6 @@ enum Executed {
     /// The daemon refused or stopped the batch (ledger `failed`); `waited`
     /// is the daemon time spent.
     Failed { body: ErrorBody, waited: f64 },
-}
-
-/// How a step of the loop, or a part of one, ends: it goes on with its
-/// value, or the run ends here, with its ending and message.
-#[must_use]
-enum StepOutcome<T> {
-    Next(T),
-    End(Ending, String),
-}
-
-impl<T> From<Result<T, Stop>> for StepOutcome<T> {
-    fn from(r: Result<T, Stop>) -> StepOutcome<T> {
-        match r {
-            Ok(v) => StepOutcome::Next(v),
-            Err((ending, message)) => StepOutcome::End(ending, message),
-        }
-    }
 }
 
 /// What a call skipped after a failure answers.
@@ -475,7 +469,7 @@ fn forget_old_images(items: &mut [Value], keep: usize) {
 /// How a response without tool calls ends the run: with its final answer,
 /// or — when it holds none (only commentary, an unfinished message, or
 /// nothing at all) — as [`Ending::NoFinalAnswer`].
-fn turn_end(resp: &wire::ModelResponse) -> (Ending, String) {
+fn turn_end(resp: &wire::ModelResponse) -> Stop {
     let mut answers = Vec::new();
     let mut other = Vec::new();
     for item in &resp.items {
@@ -489,7 +483,7 @@ fn turn_end(resp: &wire::ModelResponse) -> (Ending, String) {
     }
     if !answers.is_empty() {
         let text: Vec<&str> = answers.into_iter().filter(|t| !t.is_empty()).collect();
-        return (Ending::Finished, text.join("\n"));
+        return Stop::End(Ending::Finished, text.join("\n"));
     }
     let mut message =
         String::from("the model ended its turn without a final answer and without a tool call");
@@ -501,7 +495,7 @@ fn turn_end(resp: &wire::ModelResponse) -> (Ending, String) {
         let said: String = said.chars().take(500).collect();
         message.push_str(&format!("; it said only: {said}"));
     }
-    (Ending::NoFinalAnswer, message)
+    Stop::End(Ending::NoFinalAnswer, message)
 }
 
 /// What the model is told when the daemon refused or stopped a call.
@@ -587,9 +581,7 @@ impl<'a> Runner<'a> {
             report: None,
             diagnostics: Box::new(FileDiagnostics::in_run(recorder.dir())),
             last_timings: None,
-            last_read: None,
-            signed_in: false,
-            compacting: false,
+            browser: BrowserMemory::default(),
             control: None,
             recorder,
         }

@@ -43,11 +43,7 @@ impl Runner<'_> {
     /// any call of the response runs, and binds the approvals to the
     /// screen (module docs). Returns the time the operator and the
     /// re-check took, or how the run ends.
-    pub(super) async fn approve_all(
-        &mut self,
-        step: u32,
-        work: &[Work],
-    ) -> anyhow::Result<Result<f64, Stop>> {
+    pub(super) async fn approve_all(&mut self, step: u32, work: &[Work]) -> Result<f64, Stop> {
         let mut asked: Vec<Asked<'_>> = work
             .iter()
             .filter_map(|w| match w {
@@ -65,33 +61,30 @@ impl Runner<'_> {
             })
             .collect();
         if asked.is_empty() {
-            return Ok(Ok(0.0));
+            return Ok(0.0);
         }
         let mut waited = 0.0;
         let shown = self.last_shot.clone();
         for a in &mut asked {
             a.marked = self.mark(step, a.call_id, a.actions, shown.as_ref(), 0);
             let t = Instant::now();
-            let stop = self.ask_checks(step, a, None)?;
+            self.ask_checks(step, a, None)?;
             waited += ms(t.elapsed());
-            if let Some(stop) = stop {
-                return Ok(Err(stop));
-            }
         }
         // Without a screenshot (none yet), there is no screen to bind to.
         let Some(mut shown) = shown else {
-            return Ok(Ok(waited));
+            return Ok(waited);
         };
         let mut shown_file = self.last_file.clone().unwrap_or_default();
         let mut before = match image_check::decode_screenshot(&shown) {
             Ok(img) => img,
             Err(e) => {
-                return Ok(Err((
+                return Err(Stop::End(
                     Ending::Failed,
                     format!(
                         "the screenshot the safety checks were approved on cannot be compared ({e}); nothing was run"
                     ),
-                )));
+                ));
             }
         };
         for round in 1..=MAX_ASKED_AGAIN + 1 {
@@ -100,23 +93,23 @@ impl Runner<'_> {
                 Ok(s) => s,
                 Err(e) => {
                     let ending = self.halt_reason().unwrap_or(Ending::Failed);
-                    return Ok(Err((
+                    return Err(Stop::End(
                         ending,
                         format!(
                             "the fresh capture before running approved actions failed ({e}); nothing was run"
                         ),
-                    )));
+                    ));
                 }
             };
             let after = match image_check::decode_screenshot(&fresh) {
                 Ok(img) => img,
                 Err(e) => {
-                    return Ok(Err((
+                    return Err(Stop::End(
                         Ending::Failed,
                         format!(
                             "the fresh capture before running approved actions is unusable ({e}); nothing was run"
                         ),
-                    )));
+                    ));
                 }
             };
             waited += ms(t.elapsed());
@@ -139,19 +132,19 @@ impl Runner<'_> {
                 })
                 .collect();
             if again.is_empty() {
-                return Ok(Ok(waited));
+                return Ok(waited);
             }
             let after_file = self.save_shot(step, &format!("recheck-{round}"), &fresh)?;
             if round > MAX_ASKED_AGAIN {
                 self.recorder.sync()?;
-                return Ok(Err((
+                return Err(Stop::End(
                     Ending::Denied,
                     format!(
                         "the screen kept changing around the targets of {} after {MAX_ASKED_AGAIN} approvals \
                          (last capture {after_file}); nothing was run",
                         asked[again[0].0].call_id
                     ),
-                )));
+                ));
             }
             for (i, changed) in again {
                 self.recorder.write(&Entry::ScreenChanged {
@@ -176,11 +169,8 @@ impl Runner<'_> {
                     round,
                 );
                 let t = Instant::now();
-                let stop = self.ask_checks(step, &asked[i], then.as_deref())?;
+                self.ask_checks(step, &asked[i], then.as_deref())?;
                 waited += ms(t.elapsed());
-                if let Some(stop) = stop {
-                    return Ok(Err(stop));
-                }
             }
             shown = fresh;
             shown_file = after_file;
@@ -209,14 +199,14 @@ impl Runner<'_> {
         self.recorder.save_image(&name, &png).ok().map(|_| path)
     }
 
-    /// Asks about one call's checks and records the decision; how the run
-    /// ends when it was denied or the run stopped meanwhile.
+    /// Asks about one call's checks and records the decision; the run ends
+    /// when it was denied or the run stopped meanwhile.
     fn ask_checks(
         &mut self,
         step: u32,
         a: &Asked<'_>,
         changed_since: Option<&std::path::Path>,
-    ) -> anyhow::Result<Option<Stop>> {
+    ) -> Result<(), Stop> {
         // The view marks the targets of the call being asked about, so that
         // the operator sees what an approval would run.
         self.tell_call(step, a.call_id, a.actions);
@@ -243,23 +233,23 @@ impl Runner<'_> {
         })?;
         if let Some(ending) = self.halt_reason() {
             self.recorder.sync()?;
-            return Ok(Some((
+            return Err(Stop::End(
                 ending,
                 format!(
                     "the run stopped while the operator was asked about the safety checks of {}; nothing was run",
                     a.call_id
                 ),
-            )));
+            ));
         }
         if let Decision::Deny(reason) = decision {
             // The view stops marking it as about to run.
             self.tell(|s| s.last_call_state(a.call_id, "denied"));
             self.recorder.sync()?;
-            return Ok(Some((
+            return Err(Stop::End(
                 Ending::Denied,
                 format!("safety check not approved ({reason}); nothing was run"),
-            )));
+            ));
         }
-        Ok(None)
+        Ok(())
     }
 }

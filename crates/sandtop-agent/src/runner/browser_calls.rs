@@ -57,10 +57,6 @@ use sandtop_channel::ChannelError;
 use sandtop_runfolder::diagnostics::Diagnostic;
 use sandtop_runfolder::trajectory::{Entry, LedgerState};
 
-/// How one browser call ended: its output item and whether it succeeded
-/// (`ok`), or how the run ends.
-type Answered = Result<(Value, bool), Stop>;
-
 impl Runner<'_> {
     /// Reads the browser's state once before the first request: starts
     /// the guest's browser, and fails the run early when there is none.
@@ -124,7 +120,7 @@ impl Runner<'_> {
         member: &'static str,
         read: bool,
         description: &str,
-    ) -> anyhow::Result<Result<bool, Stop>> {
+    ) -> Result<bool, Stop> {
         let started = Instant::now();
         let scripted = self.model.scripted();
         let decision = super::blocking(|| {
@@ -150,12 +146,12 @@ impl Runner<'_> {
         if let Some(ending) = self.halt_reason() {
             self.browser_diagnostic(step, call_id, member, "approval", "cancelled", started);
             self.recorder.sync()?;
-            return Ok(Err((
+            return Err(Stop::End(
                 ending,
                 format!(
                     "the run stopped while browser call {call_id} awaited approval; it did not run"
                 ),
-            )));
+            ));
         }
         let approved = decision == Decision::Approve;
         self.browser_diagnostic(
@@ -166,7 +162,7 @@ impl Runner<'_> {
             if approved { "completed" } else { "refused" },
             started,
         );
-        Ok(Ok(approved))
+        Ok(approved)
     }
 
     /// The tabs now, as the model may see them. Mandatory: when it cannot
@@ -175,11 +171,11 @@ impl Runner<'_> {
         let r = tokio::select! {
             r = self.channel.browser_state() => r,
             ending = halted(&self.interrupt, self.deadline) => {
-                return Err((ending, format!("the run stopped while the browser's state was read (browser call {call_id})")));
+                return Err(Stop::End(ending, format!("the run stopped while the browser's state was read (browser call {call_id})")));
             }
         };
         let failed = |why: String| {
-            (
+            Stop::End(
                 Ending::Failed,
                 format!("browser call {call_id}: the browser's state could not be read ({why})"),
             )
@@ -200,9 +196,11 @@ impl Runner<'_> {
         name: &str,
         arguments: &str,
         skip: bool,
-    ) -> anyhow::Result<Answered> {
+    ) -> Result<(Value, bool), Stop> {
         let Some(toolset) = self.opts.browser.clone() else {
-            anyhow::bail!("a browser call without a browser toolset");
+            return Err(Stop::Error(anyhow::anyhow!(
+                "a browser call without a browser toolset"
+            )));
         };
         let started = Instant::now();
         self.turn_attempted.push(call_id.to_string());
@@ -212,14 +210,14 @@ impl Runner<'_> {
             self.browser_diagnostic(step, call_id, name, "arguments", "invalid_input", started);
             self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
             let out = tools::output(call_id, None, Err(tools::DISABLED.into()), None);
-            return Ok(Ok((out, false)));
+            return Ok((out, false));
         };
         // 2. A read to confirm: asked before anything of the page is read.
         if toolset.needs_read_approval(member) {
             let refused = || tools::output(call_id, None, Err(tools::READ_REFUSED.into()), None);
             if skip {
                 self.show_call(step, call_id, kinds, CallState::Skipped, 0.0);
-                return Ok(Ok((refused(), false)));
+                return Ok((refused(), false));
             }
             let prepared = match toolset.prepare(name, arguments) {
                 Ok(p) => p,
@@ -233,29 +231,22 @@ impl Runner<'_> {
                         started,
                     );
                     self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
-                    return Ok(Ok((refused(), false)));
+                    return Ok((refused(), false));
                 }
             };
             let description = tools::prompt(&prepared, &Value::Null, None);
-            match self.ask_browser(step, call_id, member, true, &description)? {
-                Err(stop) => return Ok(Err(stop)),
-                Ok(false) => {
-                    self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
-                    return Ok(Ok((refused(), false)));
-                }
-                Ok(true) => {}
+            if !self.ask_browser(step, call_id, member, true, &description)? {
+                self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
+                return Ok((refused(), false));
             }
         }
         // 3. The state before (mandatory).
-        let before = match self.browser_state_now(call_id).await {
-            Ok(s) => s,
-            Err(stop) => return Ok(Err(stop)),
-        };
+        let before = self.browser_state_now(call_id).await?;
         // 4. After a failure in this response: skipped.
         if skip {
             self.show_call(step, call_id, kinds, CallState::Skipped, 0.0);
             let out = tools::output(call_id, Some(before), Err(tools::SKIPPED.into()), None);
-            return Ok(Ok((out, false)));
+            return Ok((out, false));
         }
         // 5. The arguments, and a URL against the policy, before any question.
         let prepared = match toolset.prepare(name, arguments) {
@@ -268,10 +259,7 @@ impl Runner<'_> {
                 };
                 self.browser_diagnostic(step, call_id, member, stage.0, stage.1, started);
                 self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
-                return Ok(Ok((
-                    tools::output(call_id, Some(before), Err(e), None),
-                    false,
-                )));
+                return Ok((tools::output(call_id, Some(before), Err(e), None), false));
             }
         };
         // The file members: their grant, confirmation and transfer.
@@ -281,7 +269,7 @@ impl Runner<'_> {
                 .await;
         }
         // 5a. A script after a sign-in: refused before any question.
-        if member == "run_script" && self.signed_in {
+        if member == "run_script" && self.browser.signed_in {
             self.browser_diagnostic(step, call_id, member, "approval", "refused", started);
             self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
             let out = tools::output(
@@ -290,7 +278,7 @@ impl Runner<'_> {
                 Err(tools::SCRIPT_AFTER_SIGN_IN.into()),
                 None,
             );
-            return Ok(Ok((out, false)));
+            return Ok((out, false));
         }
         // 5b. A page outside the URL policy: refused before any question.
         if Toolset::acts_on_page(member)
@@ -307,7 +295,7 @@ impl Runner<'_> {
                 Err(tools::OUT_OF_POLICY.into()),
                 None,
             );
-            return Ok(Ok((out, false)));
+            return Ok((out, false));
         }
         // 6. Approval of a state-changing member, its target read again
         // right before asking.
@@ -326,9 +314,8 @@ impl Runner<'_> {
         if let Some(page) = expect_page.as_mut()
             && Toolset::binds_document(member)
         {
-            match self.describe_page(call_id, &toolset, &page.tab_id).await {
-                Err(stop) => return Ok(Err(stop)),
-                Ok(Err(text)) => {
+            match self.describe_page(call_id, &toolset, &page.tab_id).await? {
+                Err(text) => {
                     self.browser_diagnostic(
                         step,
                         call_id,
@@ -339,9 +326,9 @@ impl Runner<'_> {
                     );
                     self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
                     let out = tools::output(call_id, Some(before), Err(text), None);
-                    return Ok(Ok((out, false)));
+                    return Ok((out, false));
                 }
-                Ok(Ok(now)) => {
+                Ok(now) => {
                     page.document = Some(now.document);
                     if Toolset::binds_focus(member) {
                         page.focus = Some(now.focus);
@@ -359,10 +346,9 @@ impl Runner<'_> {
                     .or_else(|| prepared.call.as_ref().and_then(BrowserCall::tab_id));
                 match self
                     .describe_target(call_id, &toolset, tab_id, target)
-                    .await
+                    .await?
                 {
-                    Err(stop) => return Ok(Err(stop)),
-                    Ok(Err(text)) => {
+                    Err(text) => {
                         self.browser_diagnostic(
                             step,
                             call_id,
@@ -373,9 +359,9 @@ impl Runner<'_> {
                         );
                         self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
                         let out = tools::output(call_id, Some(before), Err(text), None);
-                        return Ok(Ok((out, false)));
+                        return Ok((out, false));
                     }
-                    Ok(Ok(el)) => {
+                    Ok(el) => {
                         expect = serde_json::from_value::<ExpectedTarget>(
                             json!({"role": el["role"], "label": el["label"]}),
                         )
@@ -385,19 +371,15 @@ impl Runner<'_> {
                 }
             }
             let description = tools::prompt(&prepared, &before, shown.as_ref());
-            match self.ask_browser(step, call_id, member, false, &description)? {
-                Err(stop) => return Ok(Err(stop)),
-                Ok(false) => {
-                    self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
-                    let out = tools::output(
-                        call_id,
-                        Some(before),
-                        Err(tools::ACTION_REFUSED.into()),
-                        None,
-                    );
-                    return Ok(Ok((out, false)));
-                }
-                Ok(true) => {}
+            if !self.ask_browser(step, call_id, member, false, &description)? {
+                self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
+                let out = tools::output(
+                    call_id,
+                    Some(before),
+                    Err(tools::ACTION_REFUSED.into()),
+                    None,
+                );
+                return Ok((out, false));
             }
         }
         // 7. The call. list_tabs is the state itself.
@@ -405,10 +387,10 @@ impl Runner<'_> {
             self.turn_completed.push(call_id.to_string());
             self.browser_diagnostic(step, call_id, member, "action", "completed", started);
             self.show_call(step, call_id, kinds, CallState::Done, 0.0);
-            return Ok(Ok((
+            return Ok((
                 tools::output(call_id, Some(before), Ok(Value::Null), None),
                 true,
-            )));
+            ));
         };
         self.run_browser_call(
             step,
@@ -437,7 +419,7 @@ impl Runner<'_> {
         let r = tokio::select! {
             r = self.channel.browser_request(&request) => r,
             ending = halted(&self.interrupt, self.deadline) => {
-                return Err((ending, format!("the run stopped while the page of browser call {call_id} was read")));
+                return Err(Stop::End(ending, format!("the run stopped while the page of browser call {call_id} was read")));
             }
         };
         match r {
@@ -451,7 +433,7 @@ impl Runner<'_> {
                 {
                     Ok(Ok(page))
                 }
-                _ => Err((
+                _ => Err(Stop::End(
                     Ending::Failed,
                     format!(
                         "browser call {call_id}: the browser's read of its page is invalid; the run stops before the call"
@@ -462,7 +444,7 @@ impl Runner<'_> {
                 ErrorCode::NoSuchTab => tools::PAGE_CHANGED.into(),
                 code => tools::error_text(code).into(),
             })),
-            Err(e) => Err((
+            Err(e) => Err(Stop::End(
                 Ending::Failed,
                 format!("browser call {call_id}: its page could not be read ({e})"),
             )),
@@ -488,14 +470,14 @@ impl Runner<'_> {
         let r = tokio::select! {
             r = self.channel.browser_request(&request) => r,
             ending = halted(&self.interrupt, self.deadline) => {
-                return Err((ending, format!("the run stopped while the target of browser call {call_id} was read")));
+                return Err(Stop::End(ending, format!("the run stopped while the target of browser call {call_id} was read")));
             }
         };
         // An invalid answer (the wrong outcome kind, a read report that
         // fails validation or lacks the target) stops the run, as any
         // invalid browser result does; nothing was done yet.
         let invalid = || {
-            Err((
+            Err(Stop::End(
                 Ending::Failed,
                 format!(
                     "browser call {call_id}: the browser's read of its target is invalid; the run stops before the call"
@@ -505,7 +487,7 @@ impl Runner<'_> {
         match r {
             Ok(reply) => match &reply.outcome {
                 BrowserOutcome::Read(read) => {
-                    match tools::current_target(read, target, self.last_read.as_ref()) {
+                    match tools::current_target(read, target, self.browser.last_read.as_ref()) {
                         Err(e) if e != tools::TARGET_CHANGED => invalid(),
                         answer => Ok(answer),
                     }
@@ -513,7 +495,7 @@ impl Runner<'_> {
                 _ => invalid(),
             },
             Err(ChannelError::Daemon { body, .. }) => Ok(Err(tools::error_text(body.code).into())),
-            Err(e) => Err((
+            Err(e) => Err(Stop::End(
                 Ending::Failed,
                 format!("browser call {call_id}: its target could not be read again ({e})"),
             )),
@@ -533,7 +515,7 @@ impl Runner<'_> {
         changes: bool,
         kinds: Vec<String>,
         (expect, expect_page): (Option<ExpectedTarget>, Option<ExpectedPage>),
-    ) -> anyhow::Result<Answered> {
+    ) -> Result<(Value, bool), Stop> {
         if changes {
             self.recorder.ledger(
                 step,
@@ -570,12 +552,12 @@ impl Runner<'_> {
                             )?;
                         }
                         self.show_call(step, call_id, kinds, CallState::Unknown, daemon_ms);
-                        return Ok(Err((
+                        return Err(Stop::End(
                             Ending::Failed,
                             format!(
                                 "browser call {call_id}: {e} (after the call; its effect is recorded as unknown)"
                             ),
-                        )));
+                        ));
                     }
                 };
                 let result = match tools::result_of(member, &reply.outcome) {
@@ -618,12 +600,12 @@ impl Runner<'_> {
                             },
                             daemon_ms,
                         );
-                        return Ok(Err((
+                        return Err(Stop::End(
                             Ending::Failed,
                             format!(
                                 "browser call {call_id} ({member}): the browser's result is invalid ({e}); the run stops, its outcome is recorded as {state:?}"
                             ),
-                        )));
+                        ));
                     }
                 };
                 let image = match &reply.outcome {
@@ -643,10 +625,7 @@ impl Runner<'_> {
                         json!({"error": body}),
                     )?;
                 }
-                let after = match self.browser_state_now(call_id).await {
-                    Ok(s) => s,
-                    Err(stop) => return Ok(Err(stop)),
-                };
+                let after = self.browser_state_now(call_id).await?;
                 let reason = match body.code {
                     ErrorCode::StaleTarget => "stale_target",
                     ErrorCode::OutOfPolicy => "out_of_policy",
@@ -660,7 +639,7 @@ impl Runner<'_> {
                     Err(tools::error_text(body.code).into()),
                     None,
                 );
-                return Ok(Ok((out, false)));
+                return Ok((out, false));
             }
             Err(e) => {
                 // No answer, or the daemon's deadline: the outcome is
@@ -682,12 +661,12 @@ impl Runner<'_> {
                     CallState::Failed
                 };
                 self.show_call(step, call_id, kinds, shown, daemon_ms);
-                return Ok(Err((
+                return Err(Stop::End(
                     ending,
                     format!(
                         "browser call {call_id} ({member}): {e}; its outcome is recorded as {state:?}"
                     ),
-                )));
+                ));
             }
         };
         let ok = result.is_ok();
@@ -704,7 +683,7 @@ impl Runner<'_> {
             )?;
         }
         if ok && matches!(member, "read_page" | "find") {
-            self.last_read = result.as_ref().ok().cloned();
+            self.browser.last_read = result.as_ref().ok().cloned();
         }
         if ok {
             self.turn_completed.push(call_id.to_string());
@@ -740,6 +719,6 @@ impl Runner<'_> {
             )?;
             self.files.push((tools::image_url(img), file));
         }
-        Ok(Ok((out, ok)))
+        Ok((out, ok))
     }
 }

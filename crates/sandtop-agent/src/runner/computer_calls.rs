@@ -7,8 +7,8 @@ use std::time::Instant;
 use sandtop_protocol::{Action, BatchRequest, ErrorBody, Screenshot};
 use serde_json::{Value, json};
 
-use super::confirmations::Confirmed;
-use super::{Ending, Executed, Runner, StepOutcome, Work, failure_note, halted, ms};
+use super::confirmations::Confirming;
+use super::{Ending, Executed, Runner, Stop, Work, failure_note, halted, ms};
 use crate::progress::CallState;
 use sandtop_channel::ChannelError;
 use sandtop_runfolder::items::{self as wire, SafetyCheck};
@@ -25,7 +25,7 @@ impl Runner<'_> {
         call_id: &str,
         actions: &[Action],
         checks: &[SafetyCheck],
-    ) -> anyhow::Result<StepOutcome<Executed>> {
+    ) -> Result<Executed, Stop> {
         let expect = self.last_shot.as_ref().map(|s| s.scale_map);
         self.tell_call(step, call_id, actions);
         self.recorder.ledger(
@@ -39,13 +39,13 @@ impl Runner<'_> {
         let t_daemon = Instant::now();
         let kinds: Vec<String> = actions.iter().map(|a| a.kind().to_string()).collect();
         let result = if self.opts.confirm_actions {
-            match self.run_confirmed(step, call_id, actions, expect).await? {
-                StepOutcome::Next(r) => r,
-                StepOutcome::End(ending, message) => {
+            match self.run_confirmed(step, call_id, actions, expect).await {
+                Err(Stop::End(ending, message)) => {
                     let t = ms(t_daemon.elapsed());
                     self.call_ended(step, call_id, kinds, CallState::Failed, t);
-                    return Ok(StepOutcome::End(ending, message));
+                    return Err(Stop::End(ending, message));
                 }
+                r => r?,
             }
         } else {
             let mut req = BatchRequest::new(actions.to_vec(), self.opts.screenshot);
@@ -72,7 +72,7 @@ impl Runner<'_> {
                 self.recorder
                     .ledger(step, call_id, LedgerState::Failed, json!({"error": body}))?;
                 self.call_ended(step, call_id, kinds, CallState::Failed, waited);
-                return Ok(StepOutcome::Next(Executed::Failed { body, waited }));
+                return Ok(Executed::Failed { body, waited });
             }
             Err(e) => {
                 let halted = self.halt_reason();
@@ -90,7 +90,7 @@ impl Runner<'_> {
                 };
                 self.call_ended(step, call_id, kinds, shown, waited);
                 let ending = halted.unwrap_or(Ending::Failed);
-                return Ok(StepOutcome::End(
+                return Err(Stop::End(
                     ending,
                     format!(
                         "computer call {call_id}: {e}; its outcome is recorded as {state:?} (resume with --resume after reconciling)"
@@ -110,7 +110,7 @@ impl Runner<'_> {
         self.files.push((url, file.clone()));
         self.last_shot = Some(shot);
         self.last_file = Some(file);
-        Ok(StepOutcome::Next(Executed::Done(out, waited)))
+        Ok(Executed::Done(out, waited))
     }
 
     /// After a failed call, reporting: the screen as it is now answers the
@@ -125,11 +125,11 @@ impl Runner<'_> {
         actions: &[Action],
         body: &ErrorBody,
         later: &[Work],
-    ) -> anyhow::Result<StepOutcome<Vec<Value>>> {
+    ) -> Result<Vec<Value>, Stop> {
         let shot = match self.screenshot_now().await {
             Ok(s) => s,
             Err(e) => {
-                return Ok(StepOutcome::End(
+                return Err(Stop::End(
                     Ending::Failed,
                     format!("after a failed action: {e:#}"),
                 ));
@@ -173,14 +173,14 @@ impl Runner<'_> {
         self.files.push((url, file.clone()));
         self.last_shot = Some(shot);
         self.last_file = Some(file);
-        Ok(StepOutcome::Next(out))
+        Ok(out)
     }
 
     /// Sends one batch (with its final screenshot), cancellable.
     async fn send(&mut self, req: BatchRequest) -> Result<Screenshot, ChannelError> {
         let r = tokio::select! {
             r = self.channel.act(&req) => r?,
-                        ending = halted(&self.interrupt, self.deadline) => {
+            ending = halted(&self.interrupt, self.deadline) => {
                 return Err(ChannelError::Http(format!("stopped ({ending:?}) while the actions ran")));
             }
         };
@@ -191,50 +191,21 @@ impl Runner<'_> {
 
     /// Runs the actions one at a time, each after the operator confirmed
     /// it on the screen it will meet ([`super::confirmations`]), then the
-    /// final screenshot after it too was confirmed.
+    /// final screenshot after it too was confirmed. A confirmation not
+    /// given ends the run, the call's ledger record `failed`.
     async fn run_confirmed(
         &mut self,
         step: u32,
         call_id: &str,
         actions: &[Action],
         expect: Option<sandtop_protocol::ScaleMap>,
-    ) -> anyhow::Result<StepOutcome<Result<Screenshot, ChannelError>>> {
-        for (i, a) in actions.iter().enumerate() {
+    ) -> Result<Result<Screenshot, ChannelError>, Stop> {
+        let of = actions.len();
+        for (index, action) in actions.iter().enumerate() {
             // Bound to the screen the operator was shown (rule 12).
-            match self
-                .confirm_on_screen(step, call_id, Some(a), i, actions.len())
-                .await?
-            {
-                Confirmed::Yes => {}
-                Confirmed::End((ending, message)) => {
-                    let detail = if ending == Ending::Denied {
-                        json!({"executed": i, "refused": "the screen kept changing"})
-                    } else {
-                        json!({"executed": i, "stopped": "during the confirmation"})
-                    };
-                    self.recorder
-                        .ledger(step, call_id, LedgerState::Failed, detail)?;
-                    return Ok(StepOutcome::End(
-                        ending,
-                        format!("{message}; {i} action(s) before it ran"),
-                    ));
-                }
-                Confirmed::No(reason) => {
-                    self.recorder.ledger(
-                        step,
-                        call_id,
-                        LedgerState::Failed,
-                        json!({"executed": i, "refused": reason}),
-                    )?;
-                    return Ok(StepOutcome::End(
-                        Ending::Refused,
-                        format!(
-                            "the operator refused action {i} of {call_id} ({reason}); {i} action(s) before it ran"
-                        ),
-                    ));
-                }
-            }
-            let mut req = BatchRequest::new(vec![a.clone()], self.opts.screenshot);
+            let what = Confirming::Action { action, index, of };
+            self.confirm_or_end(step, call_id, what).await?;
+            let mut req = BatchRequest::new(vec![action.clone()], self.opts.screenshot);
             req.expect_scale_map = expect;
             req.final_screenshot = false;
             let r = tokio::select! {
@@ -245,49 +216,18 @@ impl Runner<'_> {
                 // The daemon saw a batch of one: say where it stands in
                 // the call.
                 Err(ChannelError::Daemon { status, mut body }) => {
-                    body.index = Some(i);
-                    body.executed = Some(i);
-                    return Ok(StepOutcome::Next(Err(ChannelError::Daemon {
-                        status,
-                        body,
-                    })));
+                    body.index = Some(index);
+                    body.executed = Some(index);
+                    return Ok(Err(ChannelError::Daemon { status, body }));
                 }
-                Err(e) => return Ok(StepOutcome::Next(Err(e))),
+                Err(e) => return Ok(Err(e)),
                 Ok(r) => self.last_timings = Some(r.timings),
             }
         }
-        let n = actions.len();
-        match self.confirm_on_screen(step, call_id, None, n, n).await? {
-            Confirmed::Yes => {}
-            Confirmed::End((ending, message)) => {
-                self.recorder.ledger(
-                    step,
-                    call_id,
-                    LedgerState::Failed,
-                    json!({"executed": n, "stopped": "before the final screenshot"}),
-                )?;
-                return Ok(StepOutcome::End(
-                    ending,
-                    format!("{message}; all its actions ran"),
-                ));
-            }
-            Confirmed::No(reason) => {
-                self.recorder.ledger(
-                    step,
-                    call_id,
-                    LedgerState::Failed,
-                    json!({"executed": n, "refused": "final screenshot"}),
-                )?;
-                return Ok(StepOutcome::End(
-                    Ending::Refused,
-                    format!(
-                        "the operator refused the final screenshot of {call_id} ({reason}); all its actions ran"
-                    ),
-                ));
-            }
-        }
+        self.confirm_or_end(step, call_id, Confirming::FinalScreenshot { of })
+            .await?;
         let mut req = BatchRequest::new(Vec::new(), self.opts.screenshot);
         req.expect_scale_map = expect;
-        Ok(StepOutcome::Next(self.send(req).await))
+        Ok(self.send(req).await)
     }
 }

@@ -11,8 +11,8 @@ use std::time::Instant;
 use sandtop_protocol::{ErrorBody, ErrorCode};
 use serde_json::{Value, json};
 
-use super::confirmations::Confirmed;
-use super::{Ending, Executed, Runner, StepOutcome, halted, ms};
+use super::confirmations::Confirming;
+use super::{Ending, Executed, Runner, Stop, halted, ms};
 use crate::computer::reads::{self, Read};
 use crate::progress::CallState;
 use sandtop_channel::ChannelError;
@@ -27,7 +27,7 @@ impl Runner<'_> {
         step: u32,
         call_id: &str,
         read: &Read,
-    ) -> anyhow::Result<StepOutcome<Executed>> {
+    ) -> Result<Executed, Stop> {
         let expect = self.last_shot.as_ref().map(|s| s.scale_map);
         let kinds = vec![read.kind().to_string()];
         self.tell_call(step, call_id, &[]);
@@ -40,23 +40,12 @@ impl Runner<'_> {
         self.turn_attempted.push(call_id.to_string());
         let t = Instant::now();
         if self.opts.confirm_actions {
-            let refused = match self.confirm_on_screen(step, call_id, None, 0, 0).await? {
-                Confirmed::Yes => None,
-                Confirmed::End((ending, message)) => Some((ending, message)),
-                Confirmed::No(reason) => Some((
-                    Ending::Refused,
-                    format!("the operator refused the read {call_id} ({reason})"),
-                )),
-            };
-            if let Some((ending, message)) = refused {
-                self.recorder.ledger(
-                    step,
-                    call_id,
-                    LedgerState::Failed,
-                    json!({"executed": 0, "refused": message}),
-                )?;
-                self.call_ended(step, call_id, kinds, CallState::Failed, ms(t.elapsed()));
-                return Ok(StepOutcome::End(ending, message));
+            match self.confirm_or_end(step, call_id, Confirming::Read).await {
+                Err(Stop::End(ending, message)) => {
+                    self.call_ended(step, call_id, kinds, CallState::Failed, ms(t.elapsed()));
+                    return Err(Stop::End(ending, message));
+                }
+                r => r?,
             }
         }
         let result = match *read {
@@ -74,13 +63,13 @@ impl Runner<'_> {
                 )?;
                 self.turn_completed.push(call_id.to_string());
                 self.call_ended(step, call_id, kinds, CallState::Done, waited);
-                Ok(StepOutcome::Next(Executed::Done(item, waited)))
+                Ok(Executed::Done(item, waited))
             }
             Err(ReadFailed::Daemon(body)) => {
                 self.recorder
                     .ledger(step, call_id, LedgerState::Failed, json!({"error": body}))?;
                 self.call_ended(step, call_id, kinds, CallState::Failed, waited);
-                Ok(StepOutcome::Next(Executed::Failed { body, waited }))
+                Ok(Executed::Failed { body, waited })
             }
             Err(ReadFailed::Channel(e)) => {
                 // A read changes nothing: its outcome is never unknown.
@@ -92,7 +81,7 @@ impl Runner<'_> {
                 )?;
                 self.call_ended(step, call_id, kinds, CallState::Failed, waited);
                 let ending = self.halt_reason().unwrap_or(Ending::Failed);
-                Ok(StepOutcome::End(
+                Err(Stop::End(
                     ending,
                     format!("computer call {call_id} ({}): {e}", read.kind()),
                 ))

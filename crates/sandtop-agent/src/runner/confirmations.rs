@@ -13,48 +13,154 @@
 //! 3. after [`MAX_ASKED_AGAIN`] such questions the run ends `denied` with
 //!    the action not run. The final screenshot has no target: it is asked
 //!    about alone.
+//!
+//! A confirmation not given (refused, or the run stopped meanwhile) ends
+//! the call and the run in one place, [`Runner::confirm_or_end`]: the
+//! call's ledger record `failed` says how far it got.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use sandtop_protocol::{Action, Size};
+use serde_json::{Value, json};
 
 use super::approvals::MAX_ASKED_AGAIN;
 use super::{Ending, Runner, Stop, blocking, ms};
 use crate::approve::{ActionRequest, Decision};
 use crate::computer::screen_change::{self, Changed};
 use sandtop_channel::image_check;
-use sandtop_runfolder::trajectory::Entry;
+use sandtop_runfolder::trajectory::{Entry, LedgerState};
 
-/// How one confirmation ended.
-pub(super) enum Confirmed {
+/// How one confirmation was answered (when the run went on).
+enum Confirmed {
     /// Approved on the screen the action will meet.
     Yes,
     /// Refused by the operator (the reason).
     No(String),
-    /// The run ends here (stopped during the question, a screen that
-    /// kept changing, a capture that failed); the action did not run.
-    End(Stop),
+}
+
+/// What is confirmed: an action of a computer call (`index` of `of`), the
+/// final screenshot of one with `of` actions (all of which ran), or a
+/// read.
+#[derive(Clone, Copy)]
+pub(super) enum Confirming<'a> {
+    Action {
+        action: &'a Action,
+        index: usize,
+        of: usize,
+    },
+    FinalScreenshot {
+        of: usize,
+    },
+    Read,
+}
+
+impl Confirming<'_> {
+    /// The run's ending, its message and the ledger's detail when the
+    /// operator refused (`reason`).
+    fn refused(self, call_id: &str, reason: String) -> (Ending, String, Value) {
+        match self {
+            Confirming::Action { index: i, .. } => (
+                Ending::Refused,
+                format!(
+                    "the operator refused action {i} of {call_id} ({reason}); {i} action(s) before it ran"
+                ),
+                json!({"executed": i, "refused": reason}),
+            ),
+            Confirming::FinalScreenshot { of } => (
+                Ending::Refused,
+                format!(
+                    "the operator refused the final screenshot of {call_id} ({reason}); all its actions ran"
+                ),
+                json!({"executed": of, "refused": "final screenshot"}),
+            ),
+            Confirming::Read => {
+                let message = format!("the operator refused the read {call_id} ({reason})");
+                let detail = json!({"executed": 0, "refused": message});
+                (Ending::Refused, message, detail)
+            }
+        }
+    }
+
+    /// The same when the run stopped instead (`ending`, `message`): during
+    /// the question, a screen that kept changing, a capture that failed.
+    fn stopped(self, ending: Ending, message: String) -> (Ending, String, Value) {
+        match self {
+            Confirming::Action { index: i, .. } => {
+                let detail = if ending == Ending::Denied {
+                    json!({"executed": i, "refused": "the screen kept changing"})
+                } else {
+                    json!({"executed": i, "stopped": "during the confirmation"})
+                };
+                (
+                    ending,
+                    format!("{message}; {i} action(s) before it ran"),
+                    detail,
+                )
+            }
+            Confirming::FinalScreenshot { of } => (
+                ending,
+                format!("{message}; all its actions ran"),
+                json!({"executed": of, "stopped": "before the final screenshot"}),
+            ),
+            Confirming::Read => {
+                let detail = json!({"executed": 0, "refused": message});
+                (ending, message, detail)
+            }
+        }
+    }
 }
 
 impl Runner<'_> {
+    /// Has `what` of `call_id` confirmed, bound to the screen (module
+    /// docs). When it is not (refused, or the run stopped meanwhile), the
+    /// call's ledger record `failed` says how far it got, and the run
+    /// ends.
+    pub(super) async fn confirm_or_end(
+        &mut self,
+        step: u32,
+        call_id: &str,
+        what: Confirming<'_>,
+    ) -> Result<(), Stop> {
+        let asked = match what {
+            Confirming::Action { action, index, of } => {
+                self.confirm_on_screen(step, call_id, Some(action), index, of)
+                    .await
+            }
+            Confirming::FinalScreenshot { of } => {
+                self.confirm_on_screen(step, call_id, None, of, of).await
+            }
+            Confirming::Read => self.confirm_on_screen(step, call_id, None, 0, 0).await,
+        };
+        let (ending, message, detail) = match asked {
+            Ok(Confirmed::Yes) => return Ok(()),
+            Ok(Confirmed::No(reason)) => what.refused(call_id, reason),
+            Err(Stop::End(ending, message)) => what.stopped(ending, message),
+            Err(e) => return Err(e),
+        };
+        self.recorder
+            .ledger(step, call_id, LedgerState::Failed, detail)?;
+        Err(Stop::End(ending, message))
+    }
+
     /// Asks the operator about action `index` of `of` of `call_id` (the
     /// final screenshot when `action` is `None`), bound to the screen
-    /// (module docs).
-    pub(super) async fn confirm_on_screen(
+    /// (module docs). The run ends when it stops during the question, the
+    /// screen keeps changing, or a capture fails; the action did not run.
+    async fn confirm_on_screen(
         &mut self,
         step: u32,
         call_id: &str,
         action: Option<&Action>,
         index: usize,
         of: usize,
-    ) -> anyhow::Result<Confirmed> {
+    ) -> Result<Confirmed, Stop> {
         let Some(action) = action else {
             return self.confirm_once(step, call_id, None, index, of, None, None);
         };
         let key = format!("{call_id}-a{index}");
         let failed = |what: &str, e: &dyn std::fmt::Display| {
-            Confirmed::End((
+            Err(Stop::End(
                 Ending::Failed,
                 format!("{what} for action {index} of {call_id} failed ({e}); it did not run"),
             ))
@@ -69,26 +175,27 @@ impl Runner<'_> {
                 }
                 Err(e) => {
                     if let Some(ending) = self.halt_reason() {
-                        return Ok(Confirmed::End((
+                        return Err(Stop::End(
                             ending,
                             format!(
                                 "the run stopped before action {index} of {call_id} was asked about; it did not run"
                             ),
-                        )));
+                        ));
                     }
-                    return Ok(failed("the capture to confirm on", &e));
+                    return failed("the capture to confirm on", &e);
                 }
             },
         };
         let actions = std::slice::from_ref(action);
         let mut marked = self.mark(step, &key, actions, Some(&shown), 0);
-        match self.confirm_once(step, call_id, Some(action), index, of, marked.clone(), None)? {
-            Confirmed::Yes => {}
-            other => return Ok(other),
+        if let no @ Confirmed::No(_) =
+            self.confirm_once(step, call_id, Some(action), index, of, marked.clone(), None)?
+        {
+            return Ok(no);
         }
         let mut before = match image_check::decode_screenshot(&shown) {
             Ok(img) => img,
-            Err(e) => return Ok(failed("reading the screen it was confirmed on", &e)),
+            Err(e) => return failed("reading the screen it was confirmed on", &e),
         };
         // 2. The screen now against the one the answer was given on.
         for round in 1..=MAX_ASKED_AGAIN + 1 {
@@ -97,17 +204,17 @@ impl Runner<'_> {
                 Ok(s) => s,
                 Err(e) => {
                     let ending = self.halt_reason().unwrap_or(Ending::Failed);
-                    return Ok(Confirmed::End((
+                    return Err(Stop::End(
                         ending,
                         format!(
                             "the fresh capture after confirming action {index} of {call_id} failed ({e}); it did not run"
                         ),
-                    )));
+                    ));
                 }
             };
             let after = match image_check::decode_screenshot(&fresh) {
                 Ok(img) => img,
-                Err(e) => return Ok(failed("the fresh capture", &e)),
+                Err(e) => return failed("the fresh capture", &e),
             };
             tracing::debug!("confirmation re-check in {:.0} ms", ms(t.elapsed()));
             let regions = screen_change::regions(actions, Size::new(after.width, after.height));
@@ -125,13 +232,13 @@ impl Runner<'_> {
             let after_file = self.save_shot(step, &format!("recheck-{key}-{round}"), &fresh)?;
             if round > MAX_ASKED_AGAIN {
                 self.recorder.sync()?;
-                return Ok(Confirmed::End((
+                return Err(Stop::End(
                     Ending::Denied,
                     format!(
                         "the screen kept changing around action {index} of {call_id} after {MAX_ASKED_AGAIN} confirmations \
                          (last capture {after_file}); it did not run"
                     ),
-                )));
+                ));
             }
             self.recorder.write(&Entry::ScreenChanged {
                 step,
@@ -144,9 +251,10 @@ impl Runner<'_> {
                 .take()
                 .or_else(|| Some(self.recorder.dir().join(&shown_file)));
             marked = self.mark(step, &key, actions, Some(&fresh), round);
-            match self.confirm_once(step, call_id, Some(action), index, of, marked.clone(), then)? {
-                Confirmed::Yes => {}
-                other => return Ok(other),
+            if let no @ Confirmed::No(_) =
+                self.confirm_once(step, call_id, Some(action), index, of, marked.clone(), then)?
+            {
+                return Ok(no);
             }
             shown = fresh;
             shown_file = after_file;
@@ -155,7 +263,8 @@ impl Runner<'_> {
         unreachable!("the last round returns")
     }
 
-    /// One question, recorded; how it ended.
+    /// One question, recorded; how it was answered, or the run's end
+    /// when it stopped meanwhile.
     #[allow(clippy::too_many_arguments)]
     fn confirm_once(
         &mut self,
@@ -166,7 +275,7 @@ impl Runner<'_> {
         of: usize,
         marked: Option<PathBuf>,
         changed_since: Option<PathBuf>,
-    ) -> anyhow::Result<Confirmed> {
+    ) -> Result<Confirmed, Stop> {
         let d = blocking(|| {
             self.operator.confirm_action(&ActionRequest {
                 call_id,
@@ -189,10 +298,10 @@ impl Runner<'_> {
                 Some(_) => format!("action {index} of {call_id}"),
                 None => format!("the final screenshot of {call_id}"),
             };
-            return Ok(Confirmed::End((
+            return Err(Stop::End(
                 ending,
                 format!("the run stopped while {what} awaited confirmation"),
-            )));
+            ));
         }
         Ok(match d {
             Decision::Approve => Confirmed::Yes,

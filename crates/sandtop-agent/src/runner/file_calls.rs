@@ -29,7 +29,7 @@ use base64::Engine as _;
 use sandtop_protocol::{BrowserCall, BrowserOutcome, ErrorCode};
 use serde_json::{Value, json};
 
-use super::{Ending, Runner, halted, ms};
+use super::{Ending, Runner, Stop, halted, ms};
 use crate::browser::grants::{
     self, Cleanup, FileEffect, FileOutcome, FileStatus, Grant, GrantKind, MAX_DOWNLOAD_BYTES,
 };
@@ -37,8 +37,6 @@ use crate::browser::toolset::{self as tools, Prepared};
 use crate::progress::CallState;
 use sandtop_channel::ChannelError;
 use sandtop_runfolder::trajectory::LedgerState;
-
-type Answered = Result<(Value, bool), super::Stop>;
 
 /// How one sent call ended.
 enum Sent {
@@ -100,12 +98,14 @@ impl Runner<'_> {
         before: Value,
         kinds: Vec<String>,
         started: Instant,
-    ) -> anyhow::Result<Answered> {
+    ) -> Result<(Value, bool), Stop> {
         let Some(toolset) = self.opts.browser.clone() else {
-            anyhow::bail!("a file call without a browser toolset");
+            return Err(Stop::Error(anyhow::anyhow!(
+                "a file call without a browser toolset"
+            )));
         };
         let Some((kind, id)) = prepared.file.clone() else {
-            anyhow::bail!("a file call without a grant");
+            return Err(Stop::Error(anyhow::anyhow!("a file call without a grant")));
         };
         let grants = toolset.grants().clone();
         // 1. The grant, unused.
@@ -120,7 +120,7 @@ impl Runner<'_> {
                     FileOutcome::refused(),
                     Some(r.text()),
                 );
-                return Ok(Ok((out, false)));
+                return Ok((out, false));
             }
         };
         // A page outside the URL policy gets no file: refused unasked.
@@ -133,7 +133,7 @@ impl Runner<'_> {
                 FileOutcome::refused(),
                 Some(tools::OUT_OF_POLICY),
             );
-            return Ok(Ok((out, false)));
+            return Ok((out, false));
         }
         // 2. The operator's confirmation, with the host side shown.
         let description = format!(
@@ -141,19 +141,15 @@ impl Runner<'_> {
             tools::prompt(prepared, &before, None),
             grant.describe()
         );
-        match self.ask_browser(step, call_id, member, false, &description)? {
-            Err(stop) => return Ok(Err(stop)),
-            Ok(false) => {
-                self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
-                let out = tools::file_output(
-                    call_id,
-                    Some(before),
-                    FileOutcome::refused(),
-                    Some(tools::ACTION_REFUSED),
-                );
-                return Ok(Ok((out, false)));
-            }
-            Ok(true) => {}
+        if !self.ask_browser(step, call_id, member, false, &description)? {
+            self.show_call(step, call_id, kinds, CallState::Refused, 0.0);
+            let out = tools::file_output(
+                call_id,
+                Some(before),
+                FileOutcome::refused(),
+                Some(tools::ACTION_REFUSED),
+            );
+            return Ok((out, false));
         }
         // 3. Used up from here on, then checked again.
         self.recorder.ledger(
@@ -214,27 +210,24 @@ impl Runner<'_> {
         self.show_call(step, call_id, kinds, shown, daemon_ms);
         if let Some(ending) = ended.halted {
             self.recorder.sync()?;
-            return Ok(Err((
+            return Err(Stop::End(
                 ending,
                 format!(
                     "the run stopped during file call {call_id} ({member}); its outcome is recorded as {}",
                     ended.outcome.to_value()
                 ),
-            )));
+            ));
         }
         let after = match ended.state {
             Some(s) => s,
-            None => match self.browser_state_now(call_id).await {
-                Ok(s) => s,
-                Err(stop) => return Ok(Err(stop)),
-            },
+            None => self.browser_state_now(call_id).await?,
         };
         let ok = ended.outcome.ok();
         if ok {
             self.turn_completed.push(call_id.to_string());
         }
         let out = tools::file_output(call_id, Some(after), ended.outcome, ended.error);
-        Ok(Ok((out, ok)))
+        Ok((out, ok))
     }
 
     async fn upload(&mut self, grant: &Grant) -> Ended {

@@ -81,7 +81,7 @@ impl Runner<'_> {
         step: u32,
         call_id: &str,
         arguments: &str,
-    ) -> anyhow::Result<Result<serde_json::Value, Stop>> {
+    ) -> Result<serde_json::Value, Stop> {
         let started = Instant::now();
         let (request, ended) = match sign_in::parse_request(arguments) {
             Err(why) => (None, Ok(Ended::refused(why))),
@@ -91,8 +91,7 @@ impl Runner<'_> {
             }
         };
         let ended = match ended {
-            Ok(e) => e,
-            Err(stop) => {
+            Err(Stop::End(ending, message)) => {
                 self.recorder.write(&Entry::SignIn {
                     step,
                     call_id: call_id.to_string(),
@@ -100,11 +99,12 @@ impl Runner<'_> {
                     status: "cancelled".into(),
                     source: None,
                     selected_option: None,
-                    why: Some(stop.1.clone()),
+                    why: Some(message.clone()),
                 })?;
                 self.recorder.sync()?;
-                return Ok(Err(stop));
+                return Err(Stop::End(ending, message));
             }
+            ended => ended?,
         };
         self.recorder.write(&Entry::SignIn {
             step,
@@ -127,10 +127,10 @@ impl Runner<'_> {
             daemon_timings: None,
             step,
         });
-        Ok(Ok(wire::function_call_output(
+        Ok(wire::function_call_output(
             call_id,
             &ended.output.to_string(),
-        )))
+        ))
     }
 
     /// Steps 2-5 for a request whose arguments are valid.
@@ -154,7 +154,7 @@ impl Runner<'_> {
         let state = tokio::select! {
             r = self.channel.browser_state() => r,
             ending = halted(&self.interrupt, self.deadline) => {
-                return Err((ending, format!("the run stopped during sign-in request {call_id}")));
+                return Err(Stop::End(ending, format!("the run stopped during sign-in request {call_id}")));
             }
         };
         let state = match state {
@@ -166,7 +166,7 @@ impl Runner<'_> {
                 )));
             }
             Err(e) => {
-                return Err((
+                return Err(Stop::End(
                     Ending::Failed,
                     format!(
                         "sign-in request {call_id}: the browser's state could not be read ({e})"
@@ -212,7 +212,7 @@ impl Runner<'_> {
             })
         });
         if let Some(ending) = self.halt_reason() {
-            return Err((
+            return Err(Stop::End(
                 ending,
                 format!(
                     "the run stopped while sign-in request {call_id} was answered; nothing was filled"
@@ -267,7 +267,7 @@ impl Runner<'_> {
         };
         // From here on the page may hold the values: no script runs in
         // this session any more (contract rule 41a).
-        self.signed_in = true;
+        self.browser.signed_in = true;
         let filled = self.sign_in_daemon(call_id, &fill).await?;
         drop(fill);
         if filled.is_ok() {
@@ -299,7 +299,7 @@ impl Runner<'_> {
         let r = tokio::select! {
             r = self.channel.browser_call(call) => r,
             ending = halted(&self.interrupt, self.deadline) => {
-                return Err((ending, format!("the run stopped during sign-in request {call_id}; what reached the page is unknown")));
+                return Err(Stop::End(ending, format!("the run stopped during sign-in request {call_id}; what reached the page is unknown")));
             }
         };
         match r {
@@ -307,7 +307,7 @@ impl Runner<'_> {
             Err(ChannelError::Daemon { body, .. }) if body.code != ErrorCode::Timeout => {
                 Ok(Err(sign_in::daemon_refusal(body.code)))
             }
-            Err(e) => Err((
+            Err(e) => Err(Stop::End(
                 Ending::Failed,
                 format!(
                     "sign-in request {call_id}: the daemon did not answer ({e}); what reached the page is unknown"

@@ -2,7 +2,8 @@
 //! the first screenshot, or a resumed conversation), then one step after
 //! another until one ends the run: a budget spent or an interruption
 //! before the request, the model's answer with no calls (or a failure),
-//! or how the calls of its response ended ([`Runner::turn`]).
+//! or how the calls of its response ended ([`Runner::turn`]). Each of
+//! these is a [`Stop`] that `?` brings back to [`Runner::run`].
 
 use std::time::Instant;
 
@@ -10,8 +11,8 @@ use anyhow::Context as _;
 use serde_json::Value;
 
 use super::{
-    Compaction, Ending, Outcome, Resume, Runner, StepOutcome, StepReport, Stop, UsageTotals,
-    apply_budget, array, forget_old_images, halted, input_cost, ms, turn::Answers, turn_end,
+    Compaction, Ending, Outcome, Resume, Runner, StepReport, Stop, UsageTotals, apply_budget,
+    array, forget_old_images, halted, input_cost, ms, turn::Answers, turn_end,
 };
 use crate::browser::toolset::Toolset;
 use crate::model::CallStats;
@@ -38,22 +39,29 @@ pub(super) struct LoopState {
     pub(super) usage: UsageTotals,
     /// Each step's time that was neither the model's nor the daemon's.
     pub(super) overhead: Vec<f64>,
+    /// Compaction is asked for (`--compaction auto`, until the model
+    /// refused it).
+    pub(super) compacting: bool,
 }
 
 impl Runner<'_> {
     /// Runs the loop from the start (or from `resume`).
     pub async fn run(&mut self, resume: Option<Resume>) -> anyhow::Result<Outcome> {
         let mut st = self.begin(resume).await?;
-        loop {
+        let stop = loop {
             self.operator_turn(&mut st).await?;
-            let (ending, message) = match self.budget_spent(st.step) {
-                Some(end) => end,
-                None => match self.step(&mut st).await? {
-                    StepOutcome::Next(()) => continue,
-                    StepOutcome::End(ending, message) => (ending, message),
-                },
-            };
-            return self.finish(ending, message, st.step, st.usage, st.overhead);
+            if let Err(stop) = self.budget_left(st.step) {
+                break stop;
+            }
+            if let Err(stop) = self.step(&mut st).await {
+                break stop;
+            }
+        };
+        match stop {
+            Stop::End(ending, message) => {
+                self.finish(ending, message, st.step, st.usage, st.overhead)
+            }
+            Stop::Error(e) => Err(e),
         }
     }
 
@@ -62,7 +70,6 @@ impl Runner<'_> {
     /// one), or the resumed conversation; the browser started.
     async fn begin(&mut self, resume: Option<Resume>) -> anyhow::Result<LoopState> {
         self.deadline = self.opts.max_duration.map(|d| Instant::now() + d);
-        self.compacting = self.opts.compaction == Compaction::Auto;
         // A prompt open when the run stops closes at once (issue 11 item 4).
         {
             let (interrupt, deadline) = (self.interrupt.clone(), self.deadline);
@@ -137,16 +144,20 @@ impl Runner<'_> {
             browser_tools,
             usage: UsageTotals::default(),
             overhead: Vec::new(),
+            compacting: self.opts.compaction == Compaction::Auto,
         })
     }
 
     /// What ends the run before another request: an interruption, the
     /// step budget, the time budget.
-    fn budget_spent(&self, step: u32) -> Option<Stop> {
+    fn budget_left(&self, step: u32) -> Result<(), Stop> {
         if self.interrupt.is_set() {
-            Some((Ending::Interrupted, "interrupted (Ctrl-C)".into()))
+            Err(Stop::End(
+                Ending::Interrupted,
+                "interrupted (Ctrl-C)".into(),
+            ))
         } else if step >= self.opts.max_steps {
-            Some((
+            Err(Stop::End(
                 Ending::StepBudget,
                 format!(
                     "the step budget ({} requests) is spent",
@@ -154,29 +165,31 @@ impl Runner<'_> {
                 ),
             ))
         } else if self.deadline_passed() {
-            Some((Ending::TimeBudget, "the time budget is spent".into()))
+            Err(Stop::End(
+                Ending::TimeBudget,
+                "the time budget is spent".into(),
+            ))
         } else {
-            None
+            Ok(())
         }
     }
 
     /// One step: the request, the model's response recorded, then its
     /// calls; their outputs (and the operator's guidance) are the next
     /// request's input.
-    async fn step(&mut self, st: &mut LoopState) -> anyhow::Result<StepOutcome<()>> {
+    async fn step(&mut self, st: &mut LoopState) -> Result<(), Stop> {
         let t_step = Instant::now();
-        let (resp, stats) = next_or_end!(self.ask_model(st).await?);
+        let (resp, stats) = self.ask_model(st).await?;
         let model_ms = ms(stats.duration);
-        let calls = next_or_end!(self.take_response(st, &resp, model_ms, stats.attempts)?);
+        let calls = self.take_response(st, &resp, model_ms, stats.attempts)?;
         if calls == 0 {
             self.recorder.sync()?;
             st.overhead.push((ms(t_step.elapsed()) - model_ms).max(0.0));
-            let (ending, message) = turn_end(&resp);
-            return Ok(StepOutcome::End(ending, message));
+            return Err(turn_end(&resp));
         }
         if st.step >= self.opts.max_steps {
             // Rule 13: the last allowed request cannot start effects.
-            return Ok(StepOutcome::End(
+            return Err(Stop::End(
                 Ending::StepBudget,
                 format!(
                     "the step budget ({} requests) is spent; {calls} tool call(s) of the last response were not run",
@@ -186,9 +199,15 @@ impl Runner<'_> {
         }
         // 4-6. The calls: all checked, all approved, then run.
         self.tell(|s| s.phase(sandtop_control::wire::Phase::Calls));
-        let turn = self.turn(st.step, &resp).await?;
-        self.record_answers(st.step)?;
-        let Answers { items, waited_ms } = next_or_end!(turn);
+        // The questions closed meanwhile are recorded whether the calls
+        // went on or ended the run (not when they failed).
+        let Answers { items, waited_ms } = match self.turn(st.step, &resp).await {
+            Err(Stop::Error(e)) => return Err(Stop::Error(e)),
+            turn => {
+                self.record_answers(st.step)?;
+                turn?
+            }
+        };
         for o in &items {
             self.recorder.write(&Entry::CallOutput {
                 step: st.step,
@@ -207,7 +226,7 @@ impl Runner<'_> {
         self.end_step();
         st.overhead
             .push((ms(t_step.elapsed()) - model_ms - waited_ms).max(0.0));
-        Ok(StepOutcome::Next(()))
+        Ok(())
     }
 
     /// Steps 1-2: the request (recorded before it is sent), and the model's
@@ -215,7 +234,7 @@ impl Runner<'_> {
     async fn ask_model(
         &mut self,
         st: &mut LoopState,
-    ) -> anyhow::Result<StepOutcome<(wire::ModelResponse, CallStats)>> {
+    ) -> Result<(wire::ModelResponse, CallStats), Stop> {
         let mut input = self.request_input(st);
         let (images, bytes) = input_cost(&input);
         st.step += 1;
@@ -244,19 +263,19 @@ impl Runner<'_> {
                         Ending::TimeBudget => "the time budget ran out while the model was answering",
                         _ => "interrupted while the model was answering",
                     };
-                    return Ok(StepOutcome::End(ending, why.into()));
+                    return Err(Stop::End(ending, why.into()));
                 }
             };
             match reply {
-                Ok(r) => return Ok(StepOutcome::Next(r)),
+                Ok(r) => return Ok(r),
                 // A model without compaction: the same request again
                 // without it (nothing ran in between), and the local
                 // context budget from now on.
-                Err(e) if self.compacting && e.refuses_compaction() => {
+                Err(e) if st.compacting && e.refuses_compaction() => {
                     tracing::warn!(
                         "the model refuses context_management compaction; using the local context budget"
                     );
-                    self.compacting = false;
+                    st.compacting = false;
                     input = self.request_input(st);
                     self.diagnose(Diagnostic {
                         api: "responses".into(),
@@ -276,7 +295,7 @@ impl Runner<'_> {
                         step,
                         error: msg.clone(),
                     })?;
-                    return Ok(StepOutcome::End(Ending::Failed, msg));
+                    return Err(Stop::End(Ending::Failed, msg));
                 }
             }
         }
@@ -292,7 +311,7 @@ impl Runner<'_> {
         }
         let mut all = st.conversation.clone();
         all.extend(st.next_input.iter().cloned());
-        if self.compacting {
+        if st.compacting {
             wire::compacted_window(&all)
         } else {
             apply_budget(&mut all, self.opts.context);
@@ -321,7 +340,7 @@ impl Runner<'_> {
             store: self.opts.store,
             stream: self.opts.stream,
             ask_user: self.opts.ask_user,
-            compaction: self.compacting,
+            compaction: st.compacting,
         })
     }
 
@@ -334,7 +353,7 @@ impl Runner<'_> {
         resp: &wire::ModelResponse,
         model_ms: f64,
         attempts: u32,
-    ) -> anyhow::Result<StepOutcome<usize>> {
+    ) -> Result<usize, Stop> {
         let step = st.step;
         self.report = Some(StepReport {
             step,
@@ -373,7 +392,7 @@ impl Runner<'_> {
         })?;
         st.conversation.append(&mut st.next_input);
         st.conversation.extend(resp.raw_output.iter().cloned());
-        if self.compacting {
+        if st.compacting {
             // Only the compacted window is ever resent; the trajectory
             // keeps everything. Images stay as they came (no local budget).
             st.conversation = wire::compacted_window(&st.conversation);
@@ -384,10 +403,7 @@ impl Runner<'_> {
         if let Some(p) = &resp.problem
             && resp.status == "failed"
         {
-            return Ok(StepOutcome::End(
-                Ending::Failed,
-                format!("the model failed: {p}"),
-            ));
+            return Err(Stop::End(Ending::Failed, format!("the model failed: {p}")));
         }
         let calls = resp
             .items
@@ -406,6 +422,6 @@ impl Runner<'_> {
             calls,
             usage: resp.usage,
         });
-        Ok(StepOutcome::Next(calls))
+        Ok(calls)
     }
 }

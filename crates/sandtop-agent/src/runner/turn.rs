@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{Ending, Executed, Rejected, Runner, SKIPPED, StepOutcome, Work, blocking, ms};
+use super::{Ending, Executed, Rejected, Runner, SKIPPED, Stop, Work, blocking, ms};
 use crate::browser::toolset::Toolset;
 use crate::computer::preflight::{self, Checked, Refusal};
 use crate::progress::CallState;
@@ -34,15 +34,15 @@ impl Runner<'_> {
         &mut self,
         step: u32,
         resp: &wire::ModelResponse,
-    ) -> anyhow::Result<StepOutcome<Answers>> {
+    ) -> Result<Answers, Stop> {
         self.turn_attempted.clear();
         self.turn_completed.clear();
         let work = match self.check_response(resp) {
             Ok(w) => w,
-            Err(Rejected::Unfinished(m)) => return Ok(StepOutcome::End(Ending::Failed, m)),
+            Err(Rejected::Unfinished(m)) => return Err(Stop::End(Ending::Failed, m)),
             Err(Rejected::Refused(r)) => return self.refused(step, resp, &r),
         };
-        let mut waited = next_or_end!(StepOutcome::from(self.approve_all(step, &work).await?));
+        let mut waited = self.approve_all(step, &work).await?;
         let mut out = Vec::new();
         // A browser call that did not succeed: the later browser calls of
         // this response are answered as skipped (the seed's toolset).
@@ -55,10 +55,9 @@ impl Runner<'_> {
                     arguments,
                 } => {
                     let t = Instant::now();
-                    let (item, ok) = next_or_end!(StepOutcome::from(
-                        self.browser_call(step, call_id, name, arguments, browser_failed)
-                            .await?
-                    ));
+                    let (item, ok) = self
+                        .browser_call(step, call_id, name, arguments, browser_failed)
+                        .await?;
                     out.push(item);
                     if !ok {
                         browser_failed = true;
@@ -71,19 +70,10 @@ impl Runner<'_> {
                     actions,
                     checks,
                 } => {
-                    let executed =
-                        next_or_end!(self.execute(step, call_id, actions, checks).await?);
-                    let (items, t, last) = next_or_end!(
-                        self.answer_executed(
-                            call_id,
-                            checks,
-                            actions,
-                            executed,
-                            step,
-                            &work[n + 1..]
-                        )
-                        .await?
-                    );
+                    let executed = self.execute(step, call_id, actions, checks).await?;
+                    let (items, t, last) = self
+                        .answer_executed(call_id, checks, actions, executed, step, &work[n + 1..])
+                        .await?;
                     waited += t;
                     out.extend(items);
                     if last {
@@ -91,11 +81,10 @@ impl Runner<'_> {
                     }
                 }
                 Work::Read { call_id, read } => {
-                    let executed = next_or_end!(self.read(step, call_id, read).await?);
-                    let (items, t, last) = next_or_end!(
-                        self.answer_executed(call_id, &[], &[], executed, step, &work[n + 1..])
-                            .await?
-                    );
+                    let executed = self.read(step, call_id, read).await?;
+                    let (items, t, last) = self
+                        .answer_executed(call_id, &[], &[], executed, step, &work[n + 1..])
+                        .await?;
                     waited += t;
                     out.extend(items);
                     if last {
@@ -110,14 +99,12 @@ impl Runner<'_> {
                     let t = Instant::now();
                     self.turn_attempted.push(call_id.clone());
                     if name == crate::sign_in::rules::TOOL && self.opts.sign_in {
-                        out.push(next_or_end!(StepOutcome::from(
-                            self.sign_in_call(step, call_id, arguments).await?
-                        )));
+                        out.push(self.sign_in_call(step, call_id, arguments).await?);
                     } else {
                         out.push(self.function_call(step, call_id, name, arguments)?);
                     }
                     if let Some(ending) = self.halt_reason() {
-                        return Ok(StepOutcome::End(
+                        return Err(Stop::End(
                             ending,
                             format!("the run stopped while the operator was asked ({call_id})"),
                         ));
@@ -128,10 +115,10 @@ impl Runner<'_> {
                 }
             }
         }
-        Ok(StepOutcome::Next(Answers {
+        Ok(Answers {
             items: out,
             waited_ms: waited,
-        }))
+        })
     }
 
     /// What a computer call or a read that ran leaves for the model: its
@@ -146,14 +133,14 @@ impl Runner<'_> {
         executed: Executed,
         step: u32,
         later: &[Work],
-    ) -> anyhow::Result<StepOutcome<(Vec<Value>, f64, bool)>> {
+    ) -> Result<(Vec<Value>, f64, bool), Stop> {
         let (body, waited) = match executed {
-            Executed::Done(item, t) => return Ok(StepOutcome::Next((vec![item], t, false))),
+            Executed::Done(item, t) => return Ok((vec![item], t, false)),
             Executed::Failed { body, waited } => (body, waited),
         };
         self.action_failures += 1;
         if self.opts.on_action_error == OnActionError::Stop {
-            return Ok(StepOutcome::End(
+            return Err(Stop::End(
                 Ending::ActionFailed,
                 format!(
                     "computer call {call_id}: {}; its outcome is recorded as failed",
@@ -162,11 +149,10 @@ impl Runner<'_> {
             ));
         }
         let t = Instant::now();
-        let items = next_or_end!(
-            self.report_failure(step, call_id, checks, actions, &body, later)
-                .await?
-        );
-        Ok(StepOutcome::Next((items, waited + ms(t.elapsed()), true)))
+        let items = self
+            .report_failure(step, call_id, checks, actions, &body, later)
+            .await?;
+        Ok((items, waited + ms(t.elapsed()), true))
     }
 
     pub(super) fn function_call(
@@ -343,7 +329,7 @@ impl Runner<'_> {
         step: u32,
         resp: &wire::ModelResponse,
         r: &Refusal,
-    ) -> anyhow::Result<StepOutcome<Answers>> {
+    ) -> Result<Answers, Stop> {
         self.action_failures += 1;
         self.recorder.write(&Entry::Refused {
             step,
@@ -382,7 +368,7 @@ impl Runner<'_> {
         }
         let stop = format!("{r}; nothing of that response was run");
         if self.opts.on_action_error == OnActionError::Stop {
-            return Ok(StepOutcome::End(Ending::ActionFailed, stop));
+            return Err(Stop::End(Ending::ActionFailed, stop));
         }
         // Answering a call acknowledges its safety checks, and nobody
         // approved these: such a response cannot be reported honestly.
@@ -394,7 +380,7 @@ impl Runner<'_> {
             } if !pending_safety_checks.is_empty() => Some(call_id),
             _ => None,
         }) {
-            return Ok(StepOutcome::End(
+            return Err(Stop::End(
                 Ending::ActionFailed,
                 format!(
                     "{stop}; the run stops because computer call {c} of that response carries \
@@ -403,7 +389,7 @@ impl Runner<'_> {
             ));
         }
         let (Some(shot), Some(file)) = (self.last_shot.as_ref(), self.last_file.clone()) else {
-            return Ok(StepOutcome::End(Ending::ActionFailed, stop));
+            return Err(Stop::End(Ending::ActionFailed, stop));
         };
         let url = shot.data_url();
         let mut out = Vec::new();
@@ -426,10 +412,10 @@ impl Runner<'_> {
             None,
         ));
         self.files.push((url, file));
-        Ok(StepOutcome::Next(Answers {
+        Ok(Answers {
             items: out,
             waited_ms: 0.0,
-        }))
+        })
     }
 }
 
