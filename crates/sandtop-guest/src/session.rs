@@ -22,7 +22,7 @@ pub mod pool_member;
 mod record;
 pub mod remove;
 
-pub use lock::{RunLock, hold_session, lock_session, session_holder};
+pub use lock::{RunLock, end_run, hold_session, lock_session, session_holder};
 pub use record::{
     Accel, BackendKind, BackendRecord, DockerRecord, LocalRecord, QemuRecord, SessionRecord,
 };
@@ -84,6 +84,20 @@ pub enum SessionError {
         holder: String,
         what: String,
     },
+    /// The run lock names no process (`guest stop --force`, `guest reset
+    /// --force`).
+    #[error("the run lock of session {0} names no process")]
+    NoHolder(String),
+    /// The run holding the session could not be sent Ctrl-C's signal.
+    #[error("signalling host-cli pid {holder}")]
+    Signal {
+        holder: String,
+        #[source]
+        source: rustix::io::Errno,
+    },
+    /// The run holding the session was sent Ctrl-C's signal and lives on.
+    #[error("the run (host-cli pid {0}) did not end within 30 s after Ctrl-C")]
+    RunLingers(String),
 }
 
 type Result<T> = std::result::Result<T, SessionError>;

@@ -22,6 +22,7 @@
 
 pub mod acquire;
 pub mod client;
+pub mod command;
 pub mod supervisor;
 pub mod transfer;
 pub mod wire;
