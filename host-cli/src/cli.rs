@@ -151,7 +151,11 @@ pub fn main() -> ExitCode {
     match rt.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("host-cli: {}", crate::term::safe(&format!("{e:#}")));
+            // Its causes as `{e:#}` shows them, each once.
+            eprintln!(
+                "host-cli: {}",
+                crate::term::safe(&crate::chain::chain(e.as_ref()))
+            );
             ExitCode::FAILURE
         }
     }
