@@ -131,8 +131,8 @@ impl ChannelError {
 }
 
 /// What an error code means, in our words: a closed set of sentences, so
-/// that describing a refusal never repeats text the guest chose (issue 11:
-/// guest text never speaks as the user). Codes this version does not
+/// that describing a refusal never repeats text the guest chose
+/// (docs/contract.md rule 23a: guest text never speaks as the user). Codes this version does not
 /// describe get a generic sentence.
 pub fn code_meaning(code: ErrorCode) -> &'static str {
     match code {
@@ -524,7 +524,7 @@ pub fn check_screenshot(s: &Screenshot) -> Result<Vec<u8>, ChannelError> {
 
 /// [`check_screenshot`], and the screenshot is what `asked` asked for
 /// (format, size, region; `expect_map` when the batch named one), before
-/// anything decodes it (issue 11 item 3).
+/// anything decodes it (docs/contract.md rule 3a).
 pub fn check_reply(
     s: &Screenshot,
     asked: &ScreenshotOptions,

@@ -509,7 +509,7 @@ pub async fn gc_folders(
 
 /// Removes a session folder ([`Store::remove`]); when that fails for a
 /// user who is not root and Docker is at hand, what the guest wrote in its
-/// `guest/` folder (a folder of a host-cli from before issue 30 item 7,
+/// `guest/` folder (a folder of a host-cli from before the layout of docs/security.md F4,
 /// open to the guest) is emptied as the guest's uid
 /// ([`docker::DockerBackend::empty_as_guest`]) and the removal tried again.
 /// Ok: how it went, as a suffix of gc's line (empty when plainly removed).

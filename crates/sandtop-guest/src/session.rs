@@ -163,7 +163,7 @@ impl SessionDir {
     /// cannot know: `Some(true)` it runs; `Some(false)` it is gone (or no
     /// owner is recorded); `None` when it was recorded in another PID
     /// namespace than this process's, where its pid names nothing here
-    /// (issue 30 item 6: absence from here is not proof).
+    /// (docs/security.md C14: absence from here is not proof).
     pub fn owner_state(&self) -> Option<bool> {
         let Ok(text) = std::fs::read_to_string(self.owner_path()) else {
             return Some(false);
@@ -415,7 +415,7 @@ mod tests {
         assert!(matches!(store.get("one"), Err(SessionError::NotFound(_))));
     }
 
-    /// The guest's folder is a tmpfs of its own (issue 12 item 2); removing
+    /// The guest's folder is a tmpfs of its own (docs/security.md F3); removing
     /// the session unmounts it and leaves nothing.
     #[test]
     fn a_mounted_guest_folder_is_unmounted_and_removed() {

@@ -340,8 +340,8 @@ async fn run_on(
                     view: op.view.clone(),
                     journal: Recorder::open(&dir_path)?,
                 }),
-                // A cancelled origin question refuses that request only (issue
-                // 11 item 9): the run goes on.
+                // A cancelled origin question refuses that request only
+                // (docs/security.md N9): the run goes on.
                 Box::new(|| {}),
             )
             .await
