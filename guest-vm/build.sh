@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make guest-vm`: the VM guest (issue 16) from the same root filesystem as
+# `make guest-vm`: the VM guest (--backend qemu) from the same root filesystem as
 # the container guest. Needs the image (make guest-image) and apt access to
 # Debian's packages (for the kernel and busybox); no root, no loop device.
 #

@@ -1,5 +1,5 @@
-"""One step of each provider's loop against its mock over HTTP (issue 35,
-BENCHMARKS.md): `host-cli run` drives 20 steps of one pointer move each on
+"""One step of each provider's loop against its mock over HTTP (docs/contract.md
+rule 69, BENCHMARKS.md): `host-cli run` drives 20 steps of one pointer move each on
 one guest, against testkit's mock-responses (`--provider openai`) and
 against python/tests/mock_messages.py (`--provider anthropic`, every request
 validated with the anthropic SDK's types), twice each, alternating; it

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make fuzz`: every fuzz target of fuzz/ under libFuzzer, on the stable
-# toolchain (issue 12 item 8).
+# toolchain (docs/security.md Z1).
 #
 # How it works without nightly: libfuzzer-sys builds libFuzzer from its C++
 # source (needs c++), and rustc's stable codegen options add the

@@ -21,7 +21,7 @@ declare -A need=(
   # Chromium driven over WebDriver.
   [chromium]=chromium
   [chromedriver]=chromium-driver
-  # The VM guest (issue 16): QEMU, and what guest-vm/build.sh uses to turn
+  # The VM guest (--backend qemu): QEMU, and what guest-vm/build.sh uses to turn
   # the guest's root filesystem into a disk and an initramfs without root.
   [qemu-system-x86_64]=qemu-system-x86
   [fakeroot]=fakeroot

@@ -1,4 +1,4 @@
-//! `sandtopd vm-link`: the guest end of a VM guest's link (issue 16; the
+//! `sandtopd vm-link`: the guest end of a VM guest's link (the
 //! design is in the `sandtop_vmlink` crate). Run by the VM's PID 1 as the
 //! guest user:
 //!
@@ -7,7 +7,7 @@
 //!    daemon's health (unauthenticated, on its local socket) is `ok`: the
 //!    desktop is up;
 //! 2. only then opens the virtio-serial port: that is the moment host-cli
-//!    takes a VM snapshot (issue 36 item 3; QEMU reports the port open), so
+//!    takes a VM snapshot (docs/contract.md rule 85; QEMU reports the port open), so
 //!    a snapshot holds the desktop up and no token;
 //! 3. reads the session token the host sends first, waits for `--wait-file`
 //!    (the VM's PID 1 writes it once the clock is the host's and, in a VM

@@ -1,7 +1,7 @@
 //! The guest image's Firefox configuration (`guest-image/firefox/`: the
 //! enterprise policy `policies.json` and the locked default preferences
-//! `sandtop-prefs.js`) keeps an idle Firefox off the network (issue 30
-//! item 8). Without it, Firefox's own background services (remote
+//! `sandtop-prefs.js`) keeps an idle Firefox off the network (docs/security.md
+//! N10). Without it, Firefox's own background services (remote
 //! settings, push, captive portal and connectivity checks, Safe Browsing
 //! and plugin updates, region lookup, Normandy) each reach the guest's
 //! egress proxy, where every one is a refusal in the journal and, under

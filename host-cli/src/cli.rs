@@ -18,9 +18,10 @@ use sandtop_protocol::{Action, BatchRequest, Fit, ImageFormat, ScaleMap, Screens
 use serde_json::{Value, json};
 
 use crate::channel::{ChannelError, check_screenshot};
+use crate::guest::ls_entry;
 use crate::guest::{self, State};
+use crate::session::end_run;
 use crate::session::{BackendKind, SessionDir, SessionRecord, Store};
-use crate::sessions::{end_run, ls_entry};
 
 /// Sandtop: an isolated, exact, fast desktop for computer-use models.
 #[derive(Debug, Parser)]
@@ -46,14 +47,14 @@ pub enum Command {
     /// results.json and an HTML table linking each run's report. Without
     /// an API key, tasks with a scripted solution run it.
     #[command(after_help = BATCH_EXIT_STATUS)]
-    Batch(crate::batch::BatchArgs),
+    Batch(crate::commands::batch::BatchArgs),
     /// Start, list, stop and clean up guests.
     #[command(subcommand)]
     Guest(GuestCommand),
     /// A warm pool: keep N ready guests of one configuration that `guest
     /// start --pool`, `run --pool` and `mcp --pool` claim.
     #[command(subcommand)]
-    Pool(crate::pool::PoolCommand),
+    Pool(crate::commands::pool::PoolCommand),
     /// (internal) A session's egress proxy; `guest start --network
     /// allow:...|ask` starts it.
     #[command(hide = true)]
@@ -70,7 +71,7 @@ pub enum Command {
     /// What works on this host and what does not (Docker, the guest image,
     /// X, XTEST and SHM inside a throwaway guest), one line each, with the
     /// fix when something fails.
-    Doctor(crate::doctor::DoctorArgs),
+    Doctor(crate::commands::doctor::DoctorArgs),
     /// Guest figures: boot to ready, a step through the channel (socket
     /// and exec), idle memory, N guests side by side (built with
     /// `--features bench`: `make bench-guest`).
@@ -105,7 +106,7 @@ pub fn main() -> ExitCode {
     // The pool's supervisor logs what it does (its starts, claims, losses).
     let supervisor = matches!(
         cli.command,
-        Command::Pool(crate::pool::PoolCommand::Start(_))
+        Command::Pool(crate::commands::pool::PoolCommand::Start(_))
     );
     {
         use std::io::IsTerminal as _;
@@ -150,7 +151,11 @@ pub fn main() -> ExitCode {
     match rt.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("host-cli: {}", crate::term::safe(&format!("{e:#}")));
+            // Its causes as `{e:#}` shows them, each once.
+            eprintln!(
+                "host-cli: {}",
+                crate::term::safe(&crate::chain::chain(e.as_ref()))
+            );
             ExitCode::FAILURE
         }
     }
@@ -401,9 +406,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(a) => crate::agent::cmd::run(*a).await,
         Command::Exercise(a) => crate::agent::cmd::exercise(a).await,
-        Command::Batch(a) => crate::batch::batch(a).await,
+        Command::Batch(a) => crate::commands::batch::batch(a).await,
         Command::Guest(g) => guest_command(g).await,
-        Command::Pool(p) => crate::pool::command(p).await,
+        Command::Pool(p) => crate::commands::pool::command(p).await,
         Command::EgressProxy(a) => {
             crate::egress::service::serve(a).await?;
             Ok(ExitCode::SUCCESS)
@@ -414,7 +419,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Screenshot(a) => screenshot(a).await,
         Command::Act(a) => act(a).await,
-        Command::Doctor(a) => crate::doctor::run(a).await,
+        Command::Doctor(a) => crate::commands::doctor::run(a).await,
         #[cfg(feature = "bench")]
         Command::Bench(a) => crate::bench::run(a).await,
         Command::Report(a) => crate::commands::report::run(a),
@@ -430,7 +435,8 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
         GuestCommand::Start(a) => start::start(&store, a).await,
         GuestCommand::Snapshot(a) => start::snapshot(&store, a).await,
         GuestCommand::Reset { name, force, json } => {
-            crate::pool::reset(&store, &name, force, json).await
+            sandtop_pool::command::reset(&store, &name, force, json).await?;
+            Ok(ExitCode::SUCCESS)
         }
         GuestCommand::Ls { json } => {
             let mut rows = Vec::new();
@@ -503,7 +509,7 @@ async fn guest_command(cmd: GuestCommand) -> anyhow::Result<ExitCode> {
                         eprintln!(
                             "host-cli: stopping {}: {}",
                             rec.name,
-                            crate::term::safe(&format!("{e:#}"))
+                            crate::term::safe(&crate::chain::chain(&e))
                         );
                         continue;
                     }

@@ -16,13 +16,9 @@
 
 pub use sandtop_hostkit::out;
 
-pub mod batch;
 pub mod cli;
 pub mod commands;
-pub mod doctor;
-pub mod pool;
 pub mod run;
-pub mod sessions;
 
 #[cfg(feature = "bench")]
 pub use sandtop_bench as bench;

@@ -372,7 +372,7 @@ fn slow_drag() -> Value {
 }
 
 // ---------------------------------------------------------------------
-// Issue 11, item 5: resumable unknowns
+// Resumable unknowns (docs/contract.md rule 18)
 // ---------------------------------------------------------------------
 
 fn a_run_ending_with_an_unknown_outcome_keeps_its_guest_and_resumes_from_the_cli(env: &Env) {
@@ -481,7 +481,7 @@ fn a_run_ending_with_an_unknown_outcome_keeps_its_guest_and_resumes_from_the_cli
 }
 
 // ---------------------------------------------------------------------
-// Issue 11, item 11: progress while it runs, from the command line
+// Progress while it runs, from the command line (docs/contract.md rule 14a)
 // ---------------------------------------------------------------------
 
 fn progress_lines_go_to_stderr_and_events_json_to_stdout_with_the_summary_last(env: &Env) {
@@ -539,7 +539,7 @@ fn progress_lines_go_to_stderr_and_events_json_to_stdout_with_the_summary_last(e
 }
 
 // ---------------------------------------------------------------------
-// Issue 11, item 6: one owner per session
+// One owner per session (docs/contract.md rule 6)
 // ---------------------------------------------------------------------
 
 fn while_a_run_holds_a_session_act_screenshot_and_stop_refuse_it_and_force_ends_the_run(env: &Env) {
@@ -617,7 +617,7 @@ fn while_a_run_holds_a_session_act_screenshot_and_stop_refuse_it_and_force_ends_
 }
 
 // ---------------------------------------------------------------------
-// Issue 11, item 14: draining, then closed (docs/contract.md rule 7)
+// Draining, then closed (docs/contract.md rule 7)
 // ---------------------------------------------------------------------
 
 fn guest_ls_shows_a_daemon_finishing_a_call_after_a_stop_as_draining_then_closed(env: &Env) {
@@ -712,7 +712,7 @@ fn guest_ls_shows_a_daemon_finishing_a_call_after_a_stop_as_draining_then_closed
 }
 
 // ---------------------------------------------------------------------
-// Issue 10, item 7: one vocabulary on the command line
+// One vocabulary on the command line (each unit and option spelt one way)
 // ---------------------------------------------------------------------
 
 /// Without OPENAI_API_KEY, `run` is the offline exercise: a task, and any
@@ -826,7 +826,7 @@ fn guest_ls_names_a_local_sessions_screen_and_x_display(env: &Env) {
 }
 
 // ---------------------------------------------------------------------
-// Issue 30, item 5: act and screenshot have a deadline
+// Act and screenshot have a deadline (docs/security.md L15)
 // ---------------------------------------------------------------------
 
 /// Runs `c` to its end, or kills it and fails after `cap` (a command with

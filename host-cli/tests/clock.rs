@@ -1,4 +1,4 @@
-//! The guest's fake clock (E tier, issue 31 item 2; docs/contract.md rule
+//! The guest's fake clock (E tier, docs/contract.md rule
 //! 53): once the host sets the time (`POST /v1/clock`, what a replay does
 //! before each step), a program the window manager started reads it, its
 //! `date` and the date of a file it writes (`stat`, which reads it with

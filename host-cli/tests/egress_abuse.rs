@@ -1,7 +1,7 @@
-//! The egress proxy under abuse from its own guest (issue 12 item 3,
-//! docs/security.md N10): the proxy of `host-cli egress-proxy` on
+//! The egress proxy under abuse from its own guest (docs/security.md
+//! N8): the proxy of `host-cli egress-proxy` on
 //! loopback, a fake origin, and a client that behaves as a hostile guest
-//! would. The sizes are the issue's, 100,000 pipelined refused requests
+//! would. The sizes are N8's, 100,000 pipelined refused requests
 //! and 10,000 connections (`SANDTOP_ABUSE_REFUSED`,
 //! `SANDTOP_ABUSE_CONNECTIONS` change them). `cargo test -p host-cli
 //! --test egress_abuse -- --nocapture` prints the figures.
@@ -53,7 +53,7 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-/// Issue 12 item 3: a guest that pipelines 100,000 refused requests and
+/// docs/security.md N8: a guest that pipelines 100,000 refused requests and
 /// opens 10,000 connections gets a bounded journal
 /// (a burst, the rate, and summaries that count the rest exactly), never
 /// more than the cap of connections at once, slow headers and idle

@@ -119,7 +119,7 @@ fn the_exercise_passes_against_the_apps_own_records() {
     );
 }
 
-/// The browser exercise (issue 13): the scripted model works through the
+/// The browser exercise (the browser toolset, docs/contract.md rules 27-38): the scripted model works through the
 /// browser tools only; every state-changing call was approved before it
 /// reached the browser; the demo app's record and the run's own record
 /// are checked by the exercise itself.

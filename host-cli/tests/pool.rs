@@ -1,4 +1,4 @@
-//! The warm pool and `guest reset` (issue 36 items 1 and 2), with host-cli
+//! The warm pool and `guest reset` (docs/contract.md rules 71-76), with host-cli
 //! as a child process against Docker guests (E tier): claims hand out
 //! distinct guests and the pool refills, a ready guest killed is replaced,
 //! reset keeps the name and drops the guest's state, a supervisor killed

@@ -1,4 +1,4 @@
-//! The VM guest (issue 16), E tier, under the accelerator this host has
+//! The VM guest (docs/security.md V1-V8), E tier, under the accelerator this host has
 //! (TCG here: no VT-x exposed). One VM is booted through `host-cli guest
 //! start --backend qemu` and checked:
 //!
@@ -227,7 +227,7 @@ fn ids_of(pid: i64) -> Option<Ids> {
     ))
 }
 
-/// Issue 31 item 4: started by root, QEMU runs as the guest's uid and gid
+/// docs/security.md V7: started by root, QEMU runs as the guest's uid and gid
 /// (with no other group and no capability); started by another user, as
 /// that user. The files it opened before its drop (the link socket, the
 /// console log, the pid file) stay the invoking user's, in the session

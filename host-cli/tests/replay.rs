@@ -1,4 +1,4 @@
-//! `host-cli replay` on the real guest (E tier, issue 15 part 4): the
+//! `host-cli replay` on the real guest (E tier, docs/contract.md rule 53): the
 //! recording of the offline exercise replayed on a fresh guest matches
 //! step by step (exit 0), and its report shows every step's replayed
 //! screen beside the recorded one; the same recording with one click moved (to the
@@ -9,7 +9,7 @@
 //! a minute after the recording ended, so every step is replayed in
 //! another minute than it was recorded in: what the guest's programs show
 //! of the time (a file dialog's "Modified") matches only because the
-//! guest's fake clock reads the recorded time (issue 31).
+//! guest's fake clock reads the recorded time (rule 53 too).
 
 #![allow(clippy::unwrap_used)]
 

@@ -1,5 +1,5 @@
-//! Replies checked against the request (issue 11 item 3; docs/security.md
-//! L4): a fake daemon answers the channel's `screenshot` and `act` with
+//! Replies checked against the request (docs/contract.md rule 3a;
+//! docs/security.md L4): a fake daemon answers the channel's `screenshot` and `act` with
 //! crafted screenshots, and the channel refuses each one before anything
 //! decodes it. The checked decoder is shown to refuse a tiny PNG that
 //! claims 60000x60000 under an address-space limit a naive decoder dies of.

@@ -532,7 +532,7 @@ fn run_with_one_screenshot(dir: &Path) {
     .unwrap();
 }
 
-// Issue 30, item 8: a run folder from elsewhere cannot pull in any image
+// docs/security.md L16: a run folder from elsewhere cannot pull in any image
 // the operator can read through a symbolic link.
 #[test]
 fn a_symlinked_screenshot_or_trajectory_in_a_run_folder_is_not_followed() {

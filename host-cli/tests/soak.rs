@@ -1,4 +1,4 @@
-//! The soak (issue 12 item 9): N steps of the real loop on one real guest
+//! The soak (docs/security.md L12): N steps of the real loop on one real guest
 //! (Docker), the model being the mock Responses server, each step a
 //! computer call (a pointer move) answered with a scaled screenshot,
 //! responses chained with `previous_response_id`. What

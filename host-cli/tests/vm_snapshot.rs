@@ -1,4 +1,4 @@
-//! VM snapshots (issue 36 item 3), E tier, under the accelerator this
+//! VM snapshots (docs/contract.md rules 85-88, docs/security.md V8), E tier, under the accelerator this
 //! host has (TCG here). One run:
 //!
 //! - a `guest snapshot` killed with -9 during its boot leaves a session

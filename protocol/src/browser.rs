@@ -301,14 +301,14 @@ pub enum BrowserCall {
     RemoveDownload {
         name: String,
     },
-    /// Host only (issue 30 item 4): the element `target` names in the
+    /// Host only (docs/contract.md rule 28a): the element `target` names in the
     /// tab's current document now, as a read reports it (one element),
     /// read again right before the operator is asked about a call on it.
     DescribeTarget {
         tab_id: Option<String>,
         target: String,
     },
-    /// Host only (issue 31 item 6): the page a call would act on now, read
+    /// Host only (docs/contract.md rule 28b): the page a call would act on now, read
     /// right before the operator is asked about a call no ref binds: the
     /// tab (the active one for `tab_id: null`), its document's registry
     /// id and the keyboard focus ([`PageIdentity`]).

@@ -59,7 +59,7 @@ pub const WAIT_CAP_MS: u64 = 3_000;
 /// reacted to it: the first X damage or input-focus change after the
 /// shortcut was delivered, then this long without either. Firefox runs a
 /// browser shortcut only after its page has seen the key, so keys sent
-/// right behind CTRL+L reached the page, not the address bar (issue 31).
+/// right behind CTRL+L reached the page, not the address bar (docs/contract.md rule 2b).
 pub const SHORTCUT_QUIET_MS: u64 = 50;
 /// ... never longer than this after the shortcut (a shortcut that changes
 /// nothing visible, or a screen that never goes quiet). A program that

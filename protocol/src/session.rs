@@ -52,7 +52,7 @@ pub const TOKEN_ENV: &str = "SANDTOPD_TOKEN";
 /// digits).
 pub const TOKEN_BYTES: usize = 32;
 
-/// The guest's desktop user (docs/security.md C1, issue 12 item 1): a
+/// The guest's desktop user (docs/security.md C1 and C12): a
 /// high constant that no host account has, so that no host user shares
 /// the guest's identity. A host user with the guest's uid could reach
 /// everything of a running guest through `/proc/PID/root` (its token,

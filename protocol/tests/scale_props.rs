@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use sandtop_protocol::{Fit, Rect, ScaleMap, Size};
 
-/// Screen sizes at the scales the issue names (screen px per image px):
+/// Screen sizes at the usual scales (screen px per image px):
 /// 1, 1.5, 2, 2.5, with the image fixed at 1280x720 or 800x600.
 fn named_scales() -> Vec<ScaleMap> {
     let mut maps = Vec::new();

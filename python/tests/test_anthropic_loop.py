@@ -1,4 +1,4 @@
-"""``host-cli run --provider anthropic`` (issue 35, item 3): the loop
+"""``host-cli run --provider anthropic`` (docs/contract.md rule 69): the loop
 driving a real guest through the Messages API's computer toolset, against
 the mock Messages server (``mock_messages.py``: every request host-cli
 sends validated with the SDK's own request type, every reply built and

@@ -1,5 +1,5 @@
 """``host-cli mcp`` with a client that declares no elicitation: the
-approvals go to ``host-cli view``'s buttons (issue 34 item 3).
+approvals go to ``host-cli view``'s buttons (docs/contract.md rule 58).
 
 The MCP server holds the guest's run lock and serves its control socket;
 ``host-cli view SESSION`` attaches to it as it attaches to a run's, and

@@ -1,10 +1,11 @@
 """``host-cli view`` in a real browser: headless Chromium from Debian,
 driven over WebDriver by Selenium, against a real guest under Docker.
 
-What it proves (issue 15 part 2): the view refuses a request without its
-token, with a foreign Host, and a WebSocket from a foreign Origin; frames
-arrive and show what a daemon screenshot shows, and a full-resolution
-snapshot is one click away; Take control and typing in the page put the
+What it proves (docs/contract.md rule 49, docs/security.md W1): the view
+refuses a request without its token, with a foreign Host, and a WebSocket
+from a foreign Origin; frames arrive and show what a daemon screenshot
+shows, and a full-resolution snapshot is one click away; Take control and
+typing in the page put the
 text byte-exact into an xterm inside the guest; a view-only link, open in
 the same browser beside the full one, shows no controls and its commands
 change nothing; Approve in the page lets a waiting run go on, and on a

@@ -1,5 +1,5 @@
 """The view's cookie reaches every port of 127.0.0.1; the cookie alone is
-not enough (issue 30 item 2).
+not enough (docs/security.md W6).
 
 Headless Chromium signs in to ``host-cli view`` of a local guest (Xvfb and
 sandtopd on this host, no Docker), then opens a page of a second local

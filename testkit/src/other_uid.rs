@@ -1,4 +1,5 @@
-//! Build-folder programs run as another uid (issue 32).
+//! Build-folder programs run as another uid (docs/security.md C12: the
+//! probes run from a copy any uid may execute).
 //!
 //! Some tests run a program of the build folder (the test binary itself,
 //! host-cli) as another uid: a host user who must not reach a guest, the
@@ -103,7 +104,8 @@ mod tests {
     use super::*;
 
     /// As root: a program in a private folder cannot be run as another
-    /// uid (the control: EACCES, the failure of issue 32), its
+    /// uid (the control: EACCES, what the other-uid tests met from a checkout
+    /// under a private folder), its
     /// [`Runnable`] can, and the runnable's folder is gone once dropped.
     #[test]
     fn a_program_in_a_private_folder_runs_as_another_uid_through_its_runnable() {

@@ -1,4 +1,4 @@
-//! The E tier of the guest's network policy (issue 5; docs/security.md N1-N6;
+//! The E tier of the guest's network policy (docs/security.md N1-N6;
 //! docs/contract.md rule 21), on real guests under Docker.
 //!
 //! The world it builds, all on this machine and removed afterwards:

@@ -1,4 +1,4 @@
-//! The VM guest's channel (issue 16): every byte stream between host-cli
+//! The VM guest's channel (docs/architecture.md "A VM guest's channel"): every byte stream between host-cli
 //! and a QEMU guest crosses one virtio-serial port, multiplexed by yamux.
 //!
 //! ```text

@@ -12,6 +12,9 @@
 //! - [`approve`]: the operator: safety-check approvals, action and
 //!   browser confirmations, sign-in answers, `ask_user`.
 //! - [`progress`]: a line per step on stderr, `--events json` on stdout.
+//! - [`launch`]: what the commands that start the loop share (the
+//!   provider, the operator, the run folder, the control socket, the
+//!   summary and exit status).
 //!
 //! What a run leaves (trajectory, ledger, screenshots, diagnostics) is
 //! `sandtop_runfolder`'s format.
@@ -19,6 +22,7 @@
 pub mod approve;
 pub mod browser;
 pub mod computer;
+pub mod launch;
 pub mod model;
 pub mod progress;
 pub mod runner;

@@ -1,4 +1,4 @@
-//! What a run shows while it goes (issue 11, item 11).
+//! What a run shows while it goes (docs/contract.md rule 14a).
 //!
 //! - A line per step on stderr: the step, each tool call with its action
 //!   kinds and how it ended, the model's time and the daemon's time.

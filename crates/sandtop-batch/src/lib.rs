@@ -11,15 +11,17 @@
 //! - [`checks`]: what the checks read after the run and their verdicts;
 //! - [`script`]: a task's scripted solution as the scripted model's
 //!   script (no key: the loop runs for real with fixed answers);
-//! - [`results`]: the results, their totals and the exit status.
-//!
-//! The command itself (guests, the loop, the reports) is host-cli's
-//! `batch` module: it owns the run machinery this crate stands beside.
+//! - [`results`]: the results, their totals and the exit status;
+//! - [`run`]: the batch itself (per task a guest, the setup, the loop,
+//!   the checks, the run's report; `results.json` and the HTML table of
+//!   [`table`] at the end), from the options `host-cli batch` read.
 
 pub mod checks;
 pub mod osworld;
 pub mod read;
 pub mod results;
+pub mod run;
 pub mod script;
 pub mod setup;
+pub mod table;
 pub mod task;

@@ -1,5 +1,5 @@
 //! `host-cli bench --pool N`: a claim from a warm pool against a cold
-//! `guest start`, side by side in one run (issue 36's figures).
+//! `guest start`, side by side in one run (BENCHMARKS.md, "Warm pool").
 //!
 //! A supervisor (`host-cli pool start --size N`, a child process as a
 //! user would run it) fills the pool; after `--idle`, the working set of

@@ -1,5 +1,5 @@
 //! Screenshots from the daemon, checked before anything decodes them
-//! (issue 11 item 3; docs/security.md L4).
+//! (docs/contract.md rule 3a; docs/security.md L4).
 //!
 //! The daemon is untrusted: a reply of a few hundred bytes can claim any
 //! size in its PNG header, and a decoder that sizes its output buffer from

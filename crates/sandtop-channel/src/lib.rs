@@ -54,7 +54,7 @@ impl Connect for UnixConnector {
         Box::pin(async move {
             let s = tokio::net::UnixStream::connect(&self.0)
                 .await
-                .map_err(|e| ChannelError::Connect(format!("{}: {e}", self.0.display())))?;
+                .map_err(|e| ChannelError::connect(self.0.display().to_string(), e))?;
             Ok(Box::new(s) as Box<dyn Stream>)
         })
     }
@@ -63,8 +63,25 @@ impl Connect for UnixConnector {
 /// Why talking to the daemon failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
-    #[error("cannot reach the daemon: {0}")]
-    Connect(String),
+    /// No stream to the daemon: nothing was sent. `what` names the way
+    /// tried (the socket's path, the exec relay); `source`, when there is
+    /// one, is why (the Docker engine's error inside the `io::Error` when
+    /// it was the engine's), its text the message's end.
+    #[error("cannot reach the daemon: {what}{}", tail(source.as_ref()))]
+    Connect {
+        what: String,
+        #[source]
+        source: Option<std::io::Error>,
+    },
+    /// The exchange with the daemon failed (the handshake, the request,
+    /// the reply's head, or the request's body before it was sent).
+    #[error("HTTP exchange with the daemon failed: {source}")]
+    Exchange {
+        #[source]
+        source: HttpError,
+    },
+    /// The exchange was abandoned without an error of its own: the run
+    /// stopped, or the caller's client cancelled; the text says which.
     #[error("HTTP exchange with the daemon failed: {0}")]
     Http(String),
     /// The daemon answered with an error body. Its `message` is the
@@ -78,9 +95,44 @@ pub enum ChannelError {
     Version(#[from] sandtop_protocol::VersionError),
 }
 
+/// What broke an HTTP exchange with the daemon ([`ChannelError::Exchange`]).
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The connection's handshake, or sending the request and reading
+    /// the reply's head.
+    #[error(transparent)]
+    Hyper(#[from] hyper::Error),
+    /// The request could not be built.
+    #[error(transparent)]
+    Request(#[from] http::Error),
+    /// The request's body could not be written as JSON.
+    #[error(transparent)]
+    Body(#[from] serde_json::Error),
+}
+
+/// `: CAUSE` when there is a cause.
+fn tail(source: Option<&std::io::Error>) -> String {
+    source.map(|e| format!(": {e}")).unwrap_or_default()
+}
+
+impl ChannelError {
+    /// No stream by way of `what`, because of `source`.
+    pub fn connect(what: impl Into<String>, source: std::io::Error) -> ChannelError {
+        ChannelError::Connect {
+            what: what.into(),
+            source: Some(source),
+        }
+    }
+
+    /// The request's body could not be written.
+    fn body(e: serde_json::Error) -> ChannelError {
+        ChannelError::Exchange { source: e.into() }
+    }
+}
+
 /// What an error code means, in our words: a closed set of sentences, so
-/// that describing a refusal never repeats text the guest chose (issue 11:
-/// guest text never speaks as the user). Codes this version does not
+/// that describing a refusal never repeats text the guest chose
+/// (docs/contract.md rule 23a: guest text never speaks as the user). Codes this version does not
 /// describe get a generic sentence.
 pub fn code_meaning(code: ErrorCode) -> &'static str {
     match code {
@@ -136,7 +188,10 @@ impl ChannelError {
     /// Whether the request may have had effects in the guest (it was sent
     /// and no answer says otherwise).
     pub fn outcome_unknown(&self) -> bool {
-        matches!(self, ChannelError::Http(_) | ChannelError::BadReply(_))
+        matches!(
+            self,
+            ChannelError::Exchange { .. } | ChannelError::Http(_) | ChannelError::BadReply(_)
+        )
     }
 }
 
@@ -157,8 +212,8 @@ impl From<sandtop_client::Error<ChannelError>> for ChannelError {
         use sandtop_client::Error;
         match e {
             Error::Connect(e) => e,
-            Error::Handshake(e) | Error::Send(e) => ChannelError::Http(e.to_string()),
-            Error::Request(e) => ChannelError::Http(e.to_string()),
+            Error::Handshake(e) | Error::Send(e) => ChannelError::Exchange { source: e.into() },
+            Error::Request(e) => ChannelError::Exchange { source: e.into() },
             Error::Body(e) => ChannelError::BadReply(format!("reading the body: {e}")),
         }
     }
@@ -265,8 +320,7 @@ impl Channel {
     /// no fake clock (an older image, or a session without one).
     pub async fn set_clock(&mut self, unix_ms: Option<u64>) -> Result<Option<i64>, ChannelError> {
         use sandtop_protocol::clock::{ClockReply, ClockRequest};
-        let body = serde_json::to_vec(&ClockRequest { unix_ms })
-            .map_err(|e| ChannelError::Http(e.to_string()))?;
+        let body = serde_json::to_vec(&ClockRequest { unix_ms }).map_err(ChannelError::body)?;
         match self
             .exchange::<ClockReply>(Method::POST, paths::CLOCK, Some(body))
             .await
@@ -284,7 +338,7 @@ impl Channel {
         use base64::Engine as _;
         use sandtop_protocol::files::{MAX_READ_BYTES, ReadFileReply, ReadFileRequest};
         let body = serde_json::to_vec(&ReadFileRequest { path: path.into() })
-            .map_err(|e| ChannelError::Http(e.to_string()))?;
+            .map_err(ChannelError::body)?;
         let r: ReadFileReply = match self
             .exchange(Method::POST, paths::FILES_READ, Some(body))
             .await
@@ -326,7 +380,7 @@ impl Channel {
         &mut self,
         options: &ScreenshotOptions,
     ) -> Result<ScreenshotResponse, ChannelError> {
-        let body = serde_json::to_vec(options).map_err(|e| ChannelError::Http(e.to_string()))?;
+        let body = serde_json::to_vec(options).map_err(ChannelError::body)?;
         let r: ScreenshotResponse = self
             .exchange(Method::POST, paths::SCREENSHOT, Some(body))
             .await?;
@@ -341,7 +395,7 @@ impl Channel {
         &mut self,
         options: &ScreenshotOptions,
     ) -> Result<sandtop_protocol::CursorReply, ChannelError> {
-        let body = serde_json::to_vec(options).map_err(|e| ChannelError::Http(e.to_string()))?;
+        let body = serde_json::to_vec(options).map_err(ChannelError::body)?;
         let r: sandtop_protocol::CursorReply = self
             .exchange(Method::POST, paths::CURSOR, Some(body))
             .await?;
@@ -362,7 +416,7 @@ impl Channel {
         &mut self,
         request: &sandtop_protocol::frame::FrameRequest,
     ) -> Result<(sandtop_protocol::frame::FrameReply, Option<Vec<u8>>), ChannelError> {
-        let body = serde_json::to_vec(request).map_err(|e| ChannelError::Http(e.to_string()))?;
+        let body = serde_json::to_vec(request).map_err(ChannelError::body)?;
         let r: sandtop_protocol::frame::FrameReply = self
             .exchange(Method::POST, paths::FRAME, Some(body))
             .await?;
@@ -392,7 +446,7 @@ impl Channel {
         &mut self,
         call: &sandtop_protocol::BrowserCall,
     ) -> Result<sandtop_protocol::BrowserReply, ChannelError> {
-        let body = serde_json::to_vec(call).map_err(|e| ChannelError::Http(e.to_string()))?;
+        let body = serde_json::to_vec(call).map_err(ChannelError::body)?;
         self.exchange(Method::POST, paths::BROWSER_CALL, Some(body))
             .await
     }
@@ -403,14 +457,14 @@ impl Channel {
         &mut self,
         request: &sandtop_protocol::BrowserRequest,
     ) -> Result<sandtop_protocol::BrowserReply, ChannelError> {
-        let body = serde_json::to_vec(request).map_err(|e| ChannelError::Http(e.to_string()))?;
+        let body = serde_json::to_vec(request).map_err(ChannelError::body)?;
         self.exchange(Method::POST, paths::BROWSER_CALL, Some(body))
             .await
     }
 
     /// `POST /v1/actions`, validated. Sent at most once.
     pub async fn act(&mut self, request: &BatchRequest) -> Result<BatchResponse, ChannelError> {
-        let body = serde_json::to_vec(request).map_err(|e| ChannelError::Http(e.to_string()))?;
+        let body = serde_json::to_vec(request).map_err(ChannelError::body)?;
         let r: BatchResponse = self
             .exchange(Method::POST, paths::ACTIONS, Some(body))
             .await?;
@@ -470,7 +524,7 @@ pub fn check_screenshot(s: &Screenshot) -> Result<Vec<u8>, ChannelError> {
 
 /// [`check_screenshot`], and the screenshot is what `asked` asked for
 /// (format, size, region; `expect_map` when the batch named one), before
-/// anything decodes it (issue 11 item 3).
+/// anything decodes it (docs/contract.md rule 3a).
 pub fn check_reply(
     s: &Screenshot,
     asked: &ScreenshotOptions,
@@ -505,6 +559,47 @@ mod tests {
             data: base64::engine::general_purpose::STANDARD.encode(bytes),
             scale_map: ScaleMap::identity(Size::new(w, h)),
         }
+    }
+
+    #[test]
+    fn connect_and_exchange_errors_keep_their_source_and_their_text() {
+        use std::error::Error as _;
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let e = ChannelError::connect("/s/sandtopd.sock", refused);
+        assert_eq!(
+            e.to_string(),
+            "cannot reach the daemon: /s/sandtopd.sock: refused"
+        );
+        let source = e.source().and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            source.map(std::io::Error::kind),
+            Some(std::io::ErrorKind::ConnectionRefused)
+        );
+        assert_eq!(
+            sandtop_hostkit::chain::chain(&e),
+            "cannot reach the daemon: /s/sandtopd.sock: refused"
+        );
+        let none = ChannelError::Connect {
+            what: "the exec relay started detached".into(),
+            source: None,
+        };
+        assert_eq!(
+            none.to_string(),
+            "cannot reach the daemon: the exec relay started detached"
+        );
+        assert!(none.source().is_none());
+        let bad = serde_json::from_str::<u8>("x").unwrap_err();
+        let text = bad.to_string();
+        let e = ChannelError::body(bad);
+        assert_eq!(
+            e.to_string(),
+            format!("HTTP exchange with the daemon failed: {text}")
+        );
+        assert!(matches!(
+            e.source().and_then(|s| s.downcast_ref::<HttpError>()),
+            Some(HttpError::Body(_))
+        ));
+        assert!(e.outcome_unknown());
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! What bounds the egress proxy against its own guest (issue 12 item 3):
+//! What bounds the egress proxy against its own guest (docs/security.md N8):
 //! a guest may send the proxy as much as it likes, so every cost it can
 //! cause on the host has a ceiling.
 //!
@@ -11,7 +11,7 @@
 //!   direction for that long is closed.
 //! - [`Limits::ask_timeout`]: a request waits that long (120 s) for the
 //!   operator's answer to its origin question, then is refused; the
-//!   question stays open (issue 11 item 9).
+//!   question stays open (docs/security.md N9).
 //! - [`JournalGate`]: the journal of decisions takes a burst of entries and
 //!   then a steady rate (a token bucket); what is over it is counted by
 //!   origin and decision (at most [`SUMMARY_KEYS`] of them, the rest
@@ -35,7 +35,7 @@ use tokio::sync::OwnedSemaphorePermit;
 pub type Journal = Arc<dyn Fn(Value) + Send + Sync>;
 
 /// How long a request waits for the operator's answer to its origin
-/// question (issue 11 item 9).
+/// question (docs/security.md N9).
 pub const ASK_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Origins and decisions counted separately in one summary; the rest are

@@ -15,7 +15,7 @@
 //!    operator attached: this request is refused. No answer within
 //!    [`Limits::ask_timeout`] (120 s): the waiting request is refused, but
 //!    the question stays open, and the operator's later answer still lasts
-//!    for the session (issue 11 item 9).
+//!    for the session (docs/security.md N9).
 //! 4. The proxy resolves the name itself and judges every address (the
 //!    refused ranges, this host's own addresses, metadata); it then
 //!    connects to exactly those addresses.
@@ -31,7 +31,7 @@
 //! [`Limits::max_connections`] connections are served at once (one more is
 //! closed at once and journaled through the gate), headers must arrive
 //! within [`Limits::header_timeout`], and a tunnel idle in both directions
-//! for [`Limits::tunnel_idle`] is closed (issue 12 item 3).
+//! for [`Limits::tunnel_idle`] is closed (docs/security.md N8).
 //!
 //! Layout: tests apart (`proxy/tests.rs`): steps 3 to 5 are methods of one
 //! `Proxy` (its decisions and open questions share one lock). Steps 1-2

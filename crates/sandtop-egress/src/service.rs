@@ -16,7 +16,7 @@
 //!    questions (ask mode) on the operator's terminal — approve, deny or
 //!    cancel. Cancel refuses the requests waiting on that question only;
 //!    the run goes on and the origin is asked about again (seed 004;
-//!    issue 11 item 9). Without an attached run, or without a terminal, a
+//!    docs/security.md N9). Without an attached run, or without a terminal, a
 //!    question is answered deny. A request waits at most 120 s for the
 //!    answer; the question stays open, and a later answer still lasts for
 //!    the session.
@@ -285,7 +285,7 @@ pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     .unwrap_or(0)
             );
             // The gate keeps the rate low; this keeps the file bounded
-            // whatever the rate (issue 12 item 3).
+            // whatever the rate (docs/security.md N8).
             let line = format!("{v}\n");
             if written + line.len() as u64 <= MAX_JOURNAL_BYTES {
                 written += line.len() as u64;
@@ -411,7 +411,7 @@ pub trait Attached: Send + 'static {
 ///
 /// `_on_cancel` is no longer called: a cancel answer refuses that origin's
 /// waiting requests only and the run goes on (seed 004: cancelling an
-/// approval request does not cancel the task; issue 11 item 9). It stays
+/// approval request does not cancel the task; docs/security.md N9). It stays
 /// in the signature until its callers stop passing it.
 pub async fn attach(
     control: &Path,

@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use sandtop_agent::model::scripted::{Script, computer_call, message};
 
 pub mod browser;
+pub mod command;
 pub mod frame;
 pub mod setup;
 pub mod sign_in;

@@ -1,5 +1,5 @@
 //! What can go wrong starting, reaching, stopping and collecting guests:
-//! the `guest` module's boundary (issue 10 item 4). Each variant says
+//! the `guest` module's boundary. Each variant says
 //! what happened in the operator's words; the cause, when there is one,
 //! is its `source` (shown by `{:#}` once the error is an `anyhow::Error`,
 //! or by [`GuestError::chain`]). Callers and tests match on variants.

@@ -15,6 +15,7 @@
 //! left behind (containers and folders).
 
 pub mod docker;
+pub mod doctor;
 pub mod error;
 pub mod ids;
 pub mod limits;
@@ -83,6 +84,30 @@ impl std::fmt::Display for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// A session's `guest ls` entry (also `guest start --json` and `guest
+/// reset --json`): name, backend, state, screen, and the container or
+/// process that runs it.
+pub fn ls_entry(rec: &SessionRecord, state: State) -> serde_json::Value {
+    use serde_json::json;
+    let mut v = json!({
+        "name": rec.name,
+        "backend": rec.backend(),
+        "state": state,
+        "screen": rec.screen.to_string(),
+        // The screen size under its old name, kept for one release.
+        "display": rec.screen.to_string(),
+        "created_unix": rec.created_unix,
+    });
+    if let Some(d) = rec.docker() {
+        v["container"] = json!(d.container_name);
+        v["container_id"] = json!(d.container_id);
+    }
+    if let Some(l) = rec.local() {
+        v["pid"] = json!(l.pid);
+    }
+    v
 }
 
 /// What asking a live guest's daemon found.
@@ -484,7 +509,7 @@ pub async fn gc_folders(
 
 /// Removes a session folder ([`Store::remove`]); when that fails for a
 /// user who is not root and Docker is at hand, what the guest wrote in its
-/// `guest/` folder (a folder of a host-cli from before issue 30 item 7,
+/// `guest/` folder (a folder of a host-cli from before the layout of docs/security.md F4,
 /// open to the guest) is emptied as the guest's uid
 /// ([`docker::DockerBackend::empty_as_guest`]) and the removal tried again.
 /// Ok: how it went, as a suffix of gc's line (empty when plainly removed).

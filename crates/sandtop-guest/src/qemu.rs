@@ -1,4 +1,4 @@
-//! The QEMU backend (issue 16): the guest's root filesystem as a VM, with
+//! The QEMU backend (docs/security.md V1-V8): the guest's root filesystem as a VM, with
 //! no network device; the daemon is reached over one virtio-serial port.
 //!
 //! `make guest-vm` (guest-vm/build.sh) turns the container image into

@@ -1,4 +1,4 @@
-//! VM snapshots (issue 36 item 3): a VM guest boots once to a saved
+//! VM snapshots (docs/contract.md rules 85-88, docs/security.md V8): a VM guest boots once to a saved
 //! state, and later VMs start from that state instead of booting.
 //!
 //! `host-cli guest snapshot` ([`make`]) boots a VM of the configuration

@@ -1,4 +1,4 @@
-//! Who the VM's QEMU runs as (issue 31 item 4, docs/security.md V7).
+//! Who the VM's QEMU runs as (docs/security.md V7).
 //!
 //! Started by a user, QEMU runs as that user. Started by root, it must not
 //! stay root: a guest that escaped into QEMU would own the host. QEMU then

@@ -22,7 +22,7 @@ pub mod pool_member;
 mod record;
 pub mod remove;
 
-pub use lock::{RunLock, hold_session, lock_session, session_holder};
+pub use lock::{RunLock, end_run, hold_session, lock_session, session_holder};
 pub use record::{
     Accel, BackendKind, BackendRecord, DockerRecord, LocalRecord, QemuRecord, SessionRecord,
 };
@@ -84,6 +84,20 @@ pub enum SessionError {
         holder: String,
         what: String,
     },
+    /// The run lock names no process (`guest stop --force`, `guest reset
+    /// --force`).
+    #[error("the run lock of session {0} names no process")]
+    NoHolder(String),
+    /// The run holding the session could not be sent Ctrl-C's signal.
+    #[error("signalling host-cli pid {holder}")]
+    Signal {
+        holder: String,
+        #[source]
+        source: rustix::io::Errno,
+    },
+    /// The run holding the session was sent Ctrl-C's signal and lives on.
+    #[error("the run (host-cli pid {0}) did not end within 30 s after Ctrl-C")]
+    RunLingers(String),
 }
 
 type Result<T> = std::result::Result<T, SessionError>;
@@ -149,7 +163,7 @@ impl SessionDir {
     /// cannot know: `Some(true)` it runs; `Some(false)` it is gone (or no
     /// owner is recorded); `None` when it was recorded in another PID
     /// namespace than this process's, where its pid names nothing here
-    /// (issue 30 item 6: absence from here is not proof).
+    /// (docs/security.md C14: absence from here is not proof).
     pub fn owner_state(&self) -> Option<bool> {
         let Ok(text) = std::fs::read_to_string(self.owner_path()) else {
             return Some(false);
@@ -401,7 +415,7 @@ mod tests {
         assert!(matches!(store.get("one"), Err(SessionError::NotFound(_))));
     }
 
-    /// The guest's folder is a tmpfs of its own (issue 12 item 2); removing
+    /// The guest's folder is a tmpfs of its own (docs/security.md F3); removing
     /// the session unmounts it and leaves nothing.
     #[test]
     fn a_mounted_guest_folder_is_unmounted_and_removed() {

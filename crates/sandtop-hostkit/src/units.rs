@@ -1,4 +1,4 @@
-//! The command line's units, one spelling each (issue 10 item 7): sizes of
+//! The command line's units, one spelling each: sizes of
 //! memory (`512m`, `2g`), CPU counts (`1.5`) and durations (`500ms`,
 //! `30s`, `2m`, `1h`). Every parser checks its range and says what it
 //! expects; `--help` shows the same spelling everywhere.

@@ -1,4 +1,4 @@
-//! A warm pool of guests (issue 36 item 1).
+//! A warm pool of guests (docs/contract.md rules 71-75).
 //!
 //! `host-cli pool start` runs a [`supervisor`] that keeps `size` guests of
 //! one [`PoolConfig`] ready and starts a replacement for each one claimed
@@ -22,6 +22,7 @@
 
 pub mod acquire;
 pub mod client;
+pub mod command;
 pub mod supervisor;
 pub mod transfer;
 pub mod wire;

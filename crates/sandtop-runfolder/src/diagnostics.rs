@@ -1,4 +1,4 @@
-//! Diagnostics records (docs/contract.md rule 14, issue 11 item 12).
+//! Diagnostics records (docs/contract.md rule 14).
 //!
 //! One [`Diagnostic`] per completed model request (api `responses`, stage
 //! `request`, reason `completed`, usage) and per computer call (api

@@ -256,7 +256,7 @@ pub enum Entry {
         why: Option<String>,
     },
     RunFinished(Box<Finished>),
-    /// A question to the operator closed (issue 15): its kind and title,
+    /// A question to the operator closed (docs/contract.md rule 50): its kind and title,
     /// who answered (`terminal`, `view`, `stop`, `timeout`) and the
     /// answer's word. What was decided is in the entry of its kind too.
     Answered {

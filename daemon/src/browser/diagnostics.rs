@@ -1,4 +1,4 @@
-//! The page's diagnostics for `read_diagnostics` (issue 14 part 2): console
+//! The page's diagnostics for `read_diagnostics` (docs/contract.md rule 41): console
 //! entries and completed network requests, taken from BiDi events
 //! (`log.entryAdded`, `network.responseCompleted`, `network.fetchError`)
 //! as they arrive, kept per tab in a bounded history, and filtered before

@@ -19,7 +19,7 @@
 //! The guest's names and bytes are data: names are checked with
 //! [`wire::check_file_name`], files opened without following symlinks.
 //!
-//! With the host's URL policy (issue 30), `set_file` finds the input only
+//! With the host's URL policy (docs/contract.md rule 30a), `set_file` finds the input only
 //! in a top document whose origin is in the policy, in that same
 //! evaluation (the element it returns then binds `input.setFiles` to that
 //! document), and `take_download` needs the active tab's document in the

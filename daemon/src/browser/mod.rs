@@ -293,7 +293,7 @@ impl BrowserService {
         {
             release_all(&browser.bidi).await;
         }
-        // The tab the call was approved on (issue 31 item 6): a `tab_id:
+        // The tab the call was approved on (docs/contract.md rule 28b): a `tab_id:
         // null` call acts only while that tab is still the active one.
         let outcome = match policy.check_tab(&browser.bidi, call.tab_id()).await {
             Err(e) => Err(e),

@@ -1,4 +1,4 @@
-//! The opt-in pointer and key members (issue 14): `click_at`, `drag_path`,
+//! The opt-in pointer and key members (docs/contract.md rule 39): `click_at`, `drag_path`,
 //! `hover_at` at viewport points in CSS pixels, `hold_keys`, and
 //! `set_checked` on a ref.
 //!

@@ -1,4 +1,4 @@
-//! The host's URL policy at execution (issue 30 item 3): a state-changing
+//! The host's URL policy at execution (docs/contract.md rule 30a): a state-changing
 //! member acts only on a document whose origin is in the policy, checked
 //! by the page agent in the document itself, not from the tab's URL read
 //! earlier.
@@ -37,9 +37,9 @@ use super::context::agent;
 
 /// The host's requirements of one call: its origins, or none (no policy:
 /// every check passes without asking the page), the target's role and
-/// label as the operator approved them (issue 30 item 4), which the agent
+/// label as the operator approved them (docs/contract.md rule 28a), which the agent
 /// compares where it resolves the target (`expect`), and the page the
-/// call was approved on (issue 31 item 6: `page`): the tab, compared
+/// call was approved on (rule 28b: `page`): the tab, compared
 /// before the member runs ([`Policy::check_tab`]), the document and the
 /// focus, compared by the agent in every [`Policy::check`] evaluation
 /// (for points, the focus, the top document), right before the input.

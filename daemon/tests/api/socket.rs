@@ -303,7 +303,7 @@ async fn rule7_a_stop_reports_draining_while_a_call_is_in_flight_then_closed() {
 }
 
 // ---------------------------------------------------------------------
-// A16: load (issue 12 item 9)
+// docs/security.md A16: load
 // ---------------------------------------------------------------------
 
 /// What one load client sends, and what it must get back.

@@ -1,4 +1,4 @@
-//! `read_diagnostics` against the real Firefox (issue 14 part 2): the
+//! `read_diagnostics` against the real Firefox (docs/contract.md rule 41): the
 //! tab's console entries and network requests, filtered (no query
 //! strings, user info, headers, cookies or credential-like console text),
 //! bounded, text only.

@@ -1,5 +1,5 @@
-//! The file calls against the real Firefox (issue 14 part 2, the driver's
-//! half): `set_file` puts a file into the page's one file input (the
+//! The file calls against the real Firefox (docs/contract.md rule 48, the
+//! driver's half): `set_file` puts a file into the page's one file input (the
 //! page sees its change, name and bytes), refuses when the input is
 //! ambiguous; `take_download` takes the newest finished download (served
 //! as an attachment, saved without a dialog), `remove_download` cleans up.

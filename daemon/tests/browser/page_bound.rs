@@ -1,4 +1,4 @@
-//! An approval binds the page it was given on (issue 31 item 6), against
+//! An approval binds the page it was given on (docs/contract.md rule 28b), against
 //! the real Firefox: `describe_page` names the tab, the document (a new
 //! one on every load) and the focus; a call carrying them as
 //! `expect_page` acts only while all are the same, else `stale_target`

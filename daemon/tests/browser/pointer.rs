@@ -1,5 +1,5 @@
-//! The opt-in pointer and key members against the real Firefox (issue 14
-//! part 1): click_at, drag_path, hover_at at viewport points in CSS
+//! The opt-in pointer and key members against the real Firefox (docs/contract.md
+//! rule 39): click_at, drag_path, hover_at at viewport points in CSS
 //! pixels, hold_keys, set_checked. The page logs what it received as
 //! trusted events; the test reads that log back through get_page_text.
 

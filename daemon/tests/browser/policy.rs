@@ -1,4 +1,4 @@
-//! The host's URL policy at execution (issue 30 item 3), against the real
+//! The host's URL policy at execution (docs/contract.md rule 30a), against the real
 //! Firefox: a call carrying `url_policy` acts only on a document whose
 //! origin is in it, checked in that document when the call runs. Two
 //! origins of one server: `http://127.0.0.1:PORT` (allowed) and
@@ -167,7 +167,7 @@ async fn url_policy_holds_at_execution_after_a_redirect_and_a_script_navigation(
     nothing_acts_here(&d, &allowed).await;
 }
 
-/// Issue 30 item 4, the driver's half: `describe_target` reads one target
+/// docs/contract.md rule 28a, the driver's half: `describe_target` reads one target
 /// as it is now, and a call's `expect` (the role and label the operator
 /// was shown) binds it: a page that relabels the button after that is
 /// refused as `stale_target` and the click does nothing.

@@ -1,4 +1,4 @@
-//! `read_page_scoped` against the real Firefox (issue 14 part 1): a null
+//! `read_page_scoped` against the real Firefox (docs/contract.md rule 40): a null
 //! root lists the visible sections as scope refs; a scope ref reads inside
 //! its section to `depth` DOM levels (shadow roots and frames count as
 //! levels); scope refs never equal element refs, are refused by every

@@ -1,4 +1,4 @@
-//! `run_script` against the real Firefox (issue 14 part 2): the page's own
+//! `run_script` against the real Firefox (docs/contract.md rule 41): the page's own
 //! realm (page privileges), a string result (empty allowed, anything else
 //! refused), promises awaited, exceptions reported, and a timeout that
 //! stops the local wait only and says so.

@@ -1,5 +1,5 @@
-//! The sign-in calls against the real Firefox (issue 14 part 3, the
-//! driver's half): the tab must be on the credential origin, each target a
+//! The sign-in calls against the real Firefox (docs/contract.md rule 46,
+//! the driver's half): the tab must be on the credential origin, each target a
 //! live input of its kind (a password only into type=password), checked
 //! again at fill time before anything is typed; filled values reach the
 //! page's form but never a later read.

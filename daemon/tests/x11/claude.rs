@@ -1,5 +1,5 @@
-//! What the Anthropic computer toolset needs of the daemon (issue 35,
-//! docs/contract.md rules 65-68), on a real Xvfb: a button held across
+//! What the Anthropic computer toolset needs of the daemon (docs/contract.md
+//! rules 65-68), on a real Xvfb: a button held across
 //! batches (`mouse_down` / `mouse_up`), `hold_key`, `POST /v1/cursor`, and a
 //! zoom (a region capture fitted into a size) that equals a crop of a full
 //! screenshot scaled by the same scaler.

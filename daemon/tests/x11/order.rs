@@ -1,4 +1,4 @@
-//! Input ordering under a real window manager (issue 9, docs/contract.md
+//! Input ordering under a real window manager (docs/contract.md
 //! rule 2a): "a later action never takes effect before an earlier one has
 //! been delivered".
 //!

@@ -1,5 +1,5 @@
-//! Keys after a shortcut reach what the shortcut opened (issue 31,
-//! docs/contract.md rule 2b): a program that answers Ctrl+L by mapping a
+//! Keys after a shortcut reach what the shortcut opened (docs/contract.md
+//! rule 2b): a program that answers Ctrl+L by mapping a
 //! window a moment later and focusing it gets the text typed behind the
 //! shortcut, in the same batch, in that new window.
 

@@ -6,13 +6,13 @@ use std::process::ExitCode;
 use anyhow::bail;
 
 use super::{SnapshotArgs, StartArgs};
+use crate::guest::ls_entry;
 use crate::guest::{self, StartRequest, State};
 use crate::session::{self, BackendKind, Store};
-use crate::sessions::ls_entry;
 
 pub(super) async fn start(store: &Store, a: StartArgs) -> anyhow::Result<ExitCode> {
     let rec = if a.pool {
-        crate::pool::claim(store, a.name, Default::default())
+        sandtop_pool::command::claim(store, a.name, Default::default())
             .await?
             .1
     } else {

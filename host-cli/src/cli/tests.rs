@@ -170,7 +170,7 @@ fn given_options_are_those_the_command_line_set() {
     assert_eq!(ids, ["task", "keep", "max_steps", "network"]);
 }
 
-/// Issue 31 item 5: every help text names only commands this binary has
+/// Every help text names only commands this binary has
 /// (`host-cli bench` exists only in a `--features bench` build): each
 /// command quoted as `` `host-cli WORD…` `` in the long help of every
 /// command starts with a command of this build.

@@ -205,53 +205,6 @@ pub struct Given {
     pub shown: String,
 }
 
-/// What became of an action of unknown outcome (`--reconcile`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Reconcile {
-    /// Its actions took effect.
-    Done,
-    /// They did not.
-    NotDone,
-}
-
-impl Reconcile {
-    /// The word the command line and the trajectory use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reconcile::Done => "done",
-            Reconcile::NotDone => "not-done",
-        }
-    }
-}
-
-/// The model's API (`--provider`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Provider {
-    /// The OpenAI Responses API.
-    Openai,
-    /// The Anthropic Messages API.
-    Anthropic,
-}
-
-impl Provider {
-    /// The word the command line and the trajectory use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Provider::Openai => "openai",
-            Provider::Anthropic => "anthropic",
-        }
-    }
-
-    /// The environment variable holding the API key.
-    pub fn key_var(self) -> &'static str {
-        match self {
-            Provider::Openai => "OPENAI_API_KEY",
-            Provider::Anthropic => "ANTHROPIC_API_KEY",
-        }
-    }
-}
-
 /// The tools a run offers (`--tool`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

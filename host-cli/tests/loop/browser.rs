@@ -1,4 +1,4 @@
-//! The browser toolset in the loop (issue 13), against a fake browser
+//! The browser toolset in the loop (docs/contract.md rules 27-38), against a fake browser
 //! behind the real daemon API (token, strict JSON, input gate) and the
 //! mock Responses API. The fake keeps what a page would: tabs, a document
 //! generation per tab (a navigation makes the refs of the old document

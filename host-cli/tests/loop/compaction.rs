@@ -1,5 +1,5 @@
-//! Responses compaction (`--compaction auto`, issue 31 item 6;
-//! docs/contract.md rule 16a): every request asks for it
+//! Responses compaction (`--compaction auto`,
+//! docs/contract.md rule 17b): every request asks for it
 //! (`context_management`, validated by the mock against `CreateResponse`
 //! and the API's rules); the local context budget is then off (the seed:
 //! choose one, never both); a compaction item the API returns is checked

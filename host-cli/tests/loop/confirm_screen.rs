@@ -1,5 +1,5 @@
 //! `--confirm-actions` confirmations bound to the screen, as safety-check
-//! approvals are (docs/contract.md rule 12, issue 31 item 6): each action
+//! approvals are (docs/contract.md rule 12, docs/security.md L9): each action
 //! is asked about on the screen it will meet, its target marked; when the
 //! screen changed around it while the operator decided, it is asked again,
 //! shown both screens, and nothing runs until a confirmation was given on

@@ -1,4 +1,4 @@
-//! Issue 15, the run's control socket end to end over the real loop: the
+//! The run's control socket (docs/contract.md rules 50 and 51) end to end over the real loop: the
 //! operator takes the desktop at a step boundary, acts through the same
 //! checked action API, gives it back, and the model is told and shown the
 //! screen; a question is answered from the view.

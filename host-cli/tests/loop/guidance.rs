@@ -100,7 +100,7 @@ async fn ask_user_questions_reach_the_operator_and_answers_go_back_by_call_id() 
     rig.assert_mock_clean();
 }
 
-/// Issue 17: both additions over the official SDK's runner turn off — the
+/// docs/contract.md rule 45 (a): both additions over the official SDK's runner turn off — the
 /// `ask_user` tool (`--no-ask-user`) and the screenshot sent with the task
 /// (`--no-initial-screenshot`): the first request is then the task alone,
 /// and the model's first `screenshot` action is what captures the screen.

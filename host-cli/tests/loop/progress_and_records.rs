@@ -1,4 +1,4 @@
-//! Issue 11, item 11: progress while it runs
+//! Progress while it runs (docs/contract.md rule 14a)
 
 use super::*;
 
@@ -166,7 +166,7 @@ async fn progress_reports_failed_refused_and_skipped_calls() {
 }
 
 // ---------------------------------------------------------------------
-// Issue 11, item 13: the trajectory is typed
+// The trajectory is typed (docs/contract.md rule 18a)
 // ---------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,7 +246,7 @@ async fn the_trajectory_is_typed_entries_and_resume_reads_them() {
 }
 
 // ---------------------------------------------------------------------
-// Issue 11, item 4: a stop during an open prompt
+// A stop during an open prompt (docs/contract.md rule 15)
 // ---------------------------------------------------------------------
 
 /// How the run is stopped while its prompt is open.
@@ -417,7 +417,8 @@ async fn a_stop_during_an_open_prompt_closes_it_and_a_late_yes_runs_nothing() {
 }
 
 // ---------------------------------------------------------------------
-// Issue 11, item 12: diagnostics records; a failing writer changes nothing
+// Diagnostics records; a failing writer changes nothing (docs/contract.md
+// rule 14)
 // ---------------------------------------------------------------------
 
 /// A diagnostics writer that keeps records, fails, or panics.

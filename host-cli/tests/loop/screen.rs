@@ -1,5 +1,5 @@
-//! Approval bound to the screen (docs/contract.md rule 12, issue 11 item
-//! 10): before approved actions run, a fresh capture; when the screen
+//! Approval bound to the screen (docs/contract.md rule 12,
+//! docs/security.md L9): before approved actions run, a fresh capture; when the screen
 //! changed around a call's targets while the operator was asked, the
 //! operator is asked again, shown both screenshots, and nothing runs until
 //! an approval was given on the screen the actions will meet.

@@ -1,5 +1,5 @@
-//! Issue 11: terminal safety, guest text, strict actions, failed actions,
-//! storage, commentary
+//! Terminal safety, guest text, storage, commentary (docs/contract.md
+//! rules 23b, 23a, 17a, 13a)
 
 use super::*;
 

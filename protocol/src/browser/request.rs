@@ -1,7 +1,7 @@
 //! `POST /v1/browser/call`'s body as a whole: one [`BrowserCall`]
 //! (`{member, ...arguments}`) and what the host requires of the page the
 //! call acts on, which the daemon checks at execution, in the document it
-//! acts on (issue 30):
+//! acts on (docs/contract.md rules 28a, 28b and 30a):
 //!
 //! - `url_policy`: the host's URL policy, exact origins as browsers
 //!   serialise them (`scheme://host[:port]`, the default port left out). A
@@ -12,12 +12,12 @@
 //!   document ends outside (a redirect, the page's own script) is
 //!   `out_of_policy` too. Absent: no policy (the daemon opens http, https
 //!   and about:blank whatever the host says).
-//! - `expect` (issue 30 item 4): the role and label of the call's target
+//! - `expect` (docs/contract.md rule 28a): the role and label of the call's target
 //!   as the operator was shown them; the daemon acts only if the target
 //!   still has both, checked in the evaluation that resolves it (else
 //!   `stale_target`, nothing done): a page that relabels a button while
 //!   the operator reads the question gets nothing.
-//! - `expect_page` (issue 31 item 6): the page the operator approved the
+//! - `expect_page` (docs/contract.md rule 28b): the page the operator approved the
 //!   call on, for calls a ref does not bind: the tab (a `tab_id: null`
 //!   call acts only while that tab is still the active one), its document
 //!   (the page agent's registry id, new on every load: points and keys

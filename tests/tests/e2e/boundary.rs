@@ -1,11 +1,11 @@
-//! The boundary between a guest and the host's other users (issue 12):
+//! The boundary between a guest and the host's other users:
 //!
-//! - item 1: a host process of uid 1000 (the first human account on most
+//! - docs/security.md C12: a host process of uid 1000 (the first human account on most
 //!   hosts) can neither read the session's token nor connect to the
 //!   daemon's socket, through the session folder or through
 //!   `/proc/PID/root` of the guest's processes; one of the guest's own uid
 //!   cannot reach the session folder and finds no token file;
-//! - item 2: the guest's `/run/sandtop` is a size-capped, `noexec` tmpfs
+//! - docs/security.md F3: the guest's `/run/sandtop` is a size-capped, `noexec` tmpfs
 //!   that shows no host path in the guest's `/proc/self/mountinfo`.
 //!
 //! The host-side attempts run in a child process of this test binary (the
@@ -49,7 +49,7 @@ pub fn host_probe(args: &[String]) -> ExitCode {
 
 /// Runs the host probe as `uid:gid` (`None`: as this process). Another
 /// uid runs a [`Runnable`] copy of this binary: it may not reach the
-/// build folder (issue 32).
+/// build folder (docs/security.md C12).
 fn run_host_probe(ids: Option<(u32, u32)>, ops: &[String]) -> anyhow::Result<Vec<Value>> {
     let copy;
     let mut cmd = match ids {
@@ -86,7 +86,7 @@ async fn host_pid(ctx: &Ctx, id: &str) -> anyhow::Result<i64> {
         .context("the container has no pid")
 }
 
-/// Issue 12 item 1: neither uid 1000 nor the guest's uid reaches the
+/// docs/security.md C12: neither uid 1000 nor the guest's uid reaches the
 /// token or the daemon's socket from the host.
 pub async fn other_host_users_cannot_reach_a_guest(ctx: Arc<Ctx>) -> anyhow::Result<()> {
     if !rustix::process::geteuid().is_root() {
@@ -151,7 +151,7 @@ pub async fn other_host_users_cannot_reach_a_guest(ctx: Arc<Ctx>) -> anyhow::Res
         root[2]
     );
     // uid 1000 (the first human account on most hosts, the guest's uid
-    // before issue 12): refused everywhere.
+    // once; docs/security.md C12): refused everywhere.
     let first = run_host_probe(Some((1000, 1000)), &ops)?;
     for r in &first {
         ensure!(
@@ -209,7 +209,7 @@ fn figure(out: &str, name: &str) -> anyhow::Result<i64> {
         .with_context(|| format!("no {name}= in: {out}"))
 }
 
-/// Issue 12 item 2: `/run/sandtop` is a tmpfs of its own: writing stops at
+/// docs/security.md F3: `/run/sandtop` is a tmpfs of its own: writing stops at
 /// its size (and its inodes), nothing there runs, and the guest's
 /// mountinfo shows no host path.
 pub async fn the_guest_folder_is_capped_noexec_and_anonymous(ctx: Arc<Ctx>) -> anyhow::Result<()> {
@@ -381,7 +381,7 @@ async fn labelled_container(
 }
 
 /// [`labelled_container`], then stopped: a session whose guest is gone
-/// (issue 30 item 6: a stopped container is what proves it, not a folder
+/// (docs/security.md C14: a stopped container is what proves it, not a folder
 /// gc cannot see).
 async fn stopped_container(
     ctx: &Ctx,
@@ -408,7 +408,7 @@ async fn stopped_container(
 /// `host-cli guest gc --json` run as `uid` (primary group: the engine
 /// socket's group, so that it may use Docker, and nothing else) with
 /// `state` as its state directory: its report lines. It runs a
-/// [`Runnable`] copy of host-cli (issue 32).
+/// [`Runnable`] copy of host-cli (docs/security.md C12).
 fn gc_as(ctx: &Ctx, uid: u32, docker_gid: u32, state: &Path) -> anyhow::Result<Vec<String>> {
     let copy = Runnable::of(&ctx.host_cli).context("a copy of host-cli")?;
     let mut cmd = copy.command_as(uid, docker_gid);
@@ -431,7 +431,7 @@ fn gc_as(ctx: &Ctx, uid: u32, docker_gid: u32, state: &Path) -> anyhow::Result<V
     serde_json::from_slice(&out.stdout).context("gc's JSON")
 }
 
-/// Issue 12 item 5: two users of one host and engine; `guest gc` of each
+/// docs/security.md C13: two users of one host and engine; `guest gc` of each
 /// removes only its own containers whose session is provably gone, never
 /// the other's (live or not: its folder cannot be seen), nor another
 /// host's.
@@ -479,8 +479,8 @@ pub async fn gc_removes_only_what_its_own_user_left(ctx: Arc<Ctx>) -> anyhow::Re
             let b_dead = stopped_container(&ctx, &n, &gone(&b_state, &n), b, None).await?;
             ids.push(("b-dead".into(), b_dead.clone()));
             // A's session whose guest runs but whose folder A's gc cannot see
-            // (as from another mount namespace): not proven gone (issue 30
-            // item 6).
+            // (as from another mount namespace): not proven gone (docs/security.md
+            // C14).
             let n = format!("e2e-{run}-a-unseen");
             let a_unseen = labelled_container(&ctx, &n, &gone(&a_state, &n), a, None).await?;
             ids.push(("a-unseen".into(), a_unseen.clone()));
@@ -553,7 +553,7 @@ pub async fn gc_removes_only_what_its_own_user_left(ctx: Arc<Ctx>) -> anyhow::Re
     result
 }
 
-/// Issue 32: the cases above run programs of the build folder as other
+/// docs/security.md C12 (its last sentences): the cases above run programs of the build folder as other
 /// uids; they pass from a checkout in a private folder (mode 0700, as
 /// `/root` is, or a `mktemp -d` folder), run as root as CI runs. The
 /// checkout's build folder is this run's: its test binary and host-cli
@@ -725,7 +725,7 @@ fn owned_by(p: &Path, uid: u32) -> Vec<PathBuf> {
     out
 }
 
-/// Issue 30 item 7: host-cli run by a user who is not root (uid 1000, in
+/// docs/security.md F4: host-cli run by a user who is not root (uid 1000, in
 /// the engine socket's group only). The guest's `/run/sandtop` is the
 /// engine's tmpfs: writing stops at 1 MiB and creating files before 64
 /// inodes, the token there is read-only and emptied once the daemon
@@ -953,7 +953,7 @@ pub async fn a_non_root_guest_folder_is_capped_and_gc_leaves_nothing(
     result
 }
 
-/// What a guest could leave in its `guest/` folder before issue 30 item 7,
+/// What a guest could leave in its `guest/` folder before the layout of docs/security.md F4,
 /// when host-cli ran as `uid` (not root): the folder `g` of `uid`, mode
 /// 0777, holding a file and a 0500 folder of the guest's uid with a folder
 /// and a file in it.

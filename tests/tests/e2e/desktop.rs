@@ -1,4 +1,4 @@
-//! Issue 15 part 1: the guest's desktop has visible affordances. A plain
+//! docs/contract.md rule 52: the guest's desktop has visible affordances. A plain
 //! non-black background, the tint2 panel (its process), three launchers
 //! found in a screenshot the way the offline exercise finds them, and the
 //! terminal's launcher opening a terminal when clicked where it was seen;

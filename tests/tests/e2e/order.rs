@@ -1,4 +1,4 @@
-//! Input ordering in the real guest (issue 9, docs/contract.md rule 2a):
+//! Input ordering in the real guest (docs/contract.md rule 2a):
 //! one batch clicks three fields of the demo form out of order, types into
 //! each, and submits; the demo app's own record must hold each text in its
 //! own field. Repeated with the browser focused, with another window
@@ -14,7 +14,7 @@ use sandtop_protocol::ScreenshotOptions;
 
 use super::*;
 
-/// Repetitions per condition: the issue's 20 by default,
+/// Repetitions per condition: docs/contract.md rule 2a's 20 by default,
 /// `SANDTOP_ORDER_REPS` to change it (at least 1).
 pub(crate) fn reps() -> usize {
     std::env::var("SANDTOP_ORDER_REPS")

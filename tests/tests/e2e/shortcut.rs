@@ -1,5 +1,5 @@
-//! Keys after a shortcut reach what the shortcut opened (issue 31,
-//! docs/contract.md rule 2b), in the guest's Firefox, with the focus in
+//! Keys after a shortcut reach what the shortcut opened (docs/contract.md
+//! rule 2b), in the guest's Firefox, with the focus in
 //! the page: one batch each, as a model sends it.
 //!
 //! - CTRL+L, an address, Enter: the page changes to that address

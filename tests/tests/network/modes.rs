@@ -188,7 +188,7 @@ pub(crate) async fn ask_mode_with_a_scripted_operator(ctx: Arc<Ctx>) -> anyhow::
         asked.lock().unwrap()
     );
     // Cancel refuses that request only; the run goes on (seed 004;
-    // issue 11 item 9): `on_cancel` is no longer called.
+    // docs/security.md N9): `on_cancel` is no longer called.
     ensure!(
         cancels.load(Ordering::SeqCst) == 0,
         "on_cancel ran {} times",

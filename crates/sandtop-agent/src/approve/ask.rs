@@ -1,5 +1,5 @@
 //! One question asked of the operator on the terminal and in the view at
-//! once (issue 15): the first answer wins, the other prompt closes, and the
+//! once (docs/contract.md rule 50): the first answer wins, the other prompt closes, and the
 //! view's question is closed with who answered. A view's answer is a button
 //! (a word from the question's own list), the equivalent of `yes` typed on
 //! the terminal; nothing a page or the model writes can be one.

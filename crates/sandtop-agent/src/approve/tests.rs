@@ -133,7 +133,7 @@ impl std::io::Write for Screen {
     }
 }
 
-/// Issue 11 item 4 for origin questions: they share the run's
+/// docs/contract.md rule 15 for origin questions: they share the run's
 /// terminal, so a stop closes an open one at once (deny), and an
 /// answer typed after the stop answers no later question.
 #[test]
@@ -549,7 +549,7 @@ fn sign_in_on_the_terminal_reads_each_value_with_echo_off() {
     assert!(matches!(answer, SignInAnswer::Decline { .. }));
 }
 
-/// Issue 15: a question is asked on the terminal and in the view at once;
+/// docs/contract.md rule 50: a question is asked on the terminal and in the view at once;
 /// the view's button closes the terminal prompt, a line typed first closes
 /// the view's question, and without a terminal a connected viewer answers.
 #[test]

@@ -1,4 +1,4 @@
-//! File grants (issue 14 part 2): the operator's approval of one host file
+//! File grants (docs/contract.md rule 48): the operator's approval of one host file
 //! for `upload_file`, or of one host directory for `download_file`, named
 //! by an id the model passes as `grant_id`.
 //!

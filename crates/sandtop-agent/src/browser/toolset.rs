@@ -18,7 +18,7 @@
 //!   before any question when the tab's origin in the state is outside
 //!   it, and every call carries the policy to the daemon
 //!   ([`Toolset::request`]), which checks it again in the document it acts
-//!   on, at execution (issue 30: after a redirect or the page's own
+//!   on, at execution (docs/contract.md rule 30a: after a redirect or the page's own
 //!   navigation);
 //! - **confirmation** ([`Toolset::needs_approval`], [`prompt`]): every
 //!   state-changing member, and the reads named by `--confirm-reads`;
@@ -46,7 +46,7 @@ use serde_json::{Map, Value, json};
 use super::grants::{self, GrantKind, Grants};
 use sandtop_egress::policy::Origin;
 
-/// The opt-in members of the seed (issue 14): named, never offered by
+/// The opt-in members of the seed (docs/contract.md rules 39-41, 48): named, never offered by
 /// default; those without a [`member_spec`] are not implemented by this
 /// driver yet and refused when asked for. `upload_file` and
 /// `download_file` also need a grant of their kind (`--grant`).
@@ -86,7 +86,7 @@ pub const NAVIGATION_REFUSED: &str = "Browser navigation was not approved.";
 /// the page's own navigation took the tab there), from the host's check
 /// of the state or the daemon's `out_of_policy` at execution.
 pub const OUT_OF_POLICY: &str = "The tab's page is not on an origin of the URL policy (a redirect or the page's own navigation can take it there); nothing was done on it. Navigate to an allowed origin first.";
-/// A call whose target is no longer what the model read (issue 30 item 4):
+/// A call whose target is no longer what the model read (docs/contract.md rule 28a):
 /// read again just before the operator is asked, its role or label
 /// differs from the last read's, so nobody is asked and nothing is done.
 pub const TARGET_CHANGED: &str = "The target changed since the page was read (its role or label is not what the read showed); nothing was done. Read the page again.";
@@ -662,7 +662,7 @@ impl Toolset {
     /// Whether an approval of `member` binds the document (the load) it
     /// was given on, read just before the question (`describe_page`): the
     /// state-changing members no ref binds, acting at points, at the
-    /// focus or on the whole page (issue 31 item 6). `hold_keys` binds
+    /// focus or on the whole page (docs/contract.md rule 28b). `hold_keys` binds
     /// the focus too ([`Toolset::binds_focus`]).
     pub fn binds_document(member: &str) -> bool {
         matches!(

@@ -1,5 +1,5 @@
 //! Checking a computer call on the host before anything of its response
-//! runs (issue 11, items 8 and 16).
+//! runs (docs/contract.md rule 10a; docs/security.md L2).
 //!
 //! The daemon checks a batch whole before it runs any of it, but a response
 //! can hold several calls: were each checked only when its turn came, a

@@ -1,5 +1,5 @@
 //! The Anthropic Messages API (`POST {base}/v1/messages`) behind the same
-//! [`Model`] trait as the Responses client (issue 35, item 3).
+//! [`Model`] trait as the Responses client (docs/contract.md rule 69).
 //!
 //! The loop speaks the Responses API's items (they are its vocabulary, its
 //! trajectory and its resume point), so this client translates at the edge

@@ -137,7 +137,8 @@ fn private_and_metadata_ranges() {
         "fd12::1",
         "::ffff:10.0.0.1",
         "::ffff:127.0.0.1",
-        // The forms issue 12 found missing.
+        // Forms the table once missed (among them IPv4 inside IPv6 addresses:
+        // compatible, 6to4, NAT64; docs/security.md N3).
         "::8.8.8.8",
         "::127.0.0.1",
         "2002:808:808::1",

@@ -140,10 +140,7 @@ impl Connect for GuestSocketConnector {
     fn connect(&self) -> Connecting<'_> {
         Box::pin(async move {
             let s = self.open().await.map_err(|e| {
-                ChannelError::Connect(format!(
-                    "{}: {e}",
-                    self.guest_dir.join(SOCKET_NAME).display()
-                ))
+                ChannelError::connect(self.guest_dir.join(SOCKET_NAME).display().to_string(), e)
             })?;
             Ok(Box::new(s) as Box<dyn Stream>)
         })
@@ -193,7 +190,10 @@ impl ExecConnector {
             .create_exec(&self.container, config)
             .await
             .map_err(|e| {
-                ChannelError::Connect(format!("docker exec in {}: {e}", self.container))
+                ChannelError::connect(
+                    format!("docker exec in {}", self.container),
+                    io::Error::other(e),
+                )
             })?;
         let started = self
             .docker
@@ -207,7 +207,7 @@ impl ExecConnector {
                 }),
             )
             .await
-            .map_err(|e| ChannelError::Connect(format!("starting the exec relay: {e}")))?;
+            .map_err(|e| ChannelError::connect("starting the exec relay", io::Error::other(e)))?;
         match started {
             StartExecResults::Attached { output, input } => Ok(ExecStream {
                 output,
@@ -217,9 +217,10 @@ impl ExecConnector {
                 got_stdout: false,
                 eof: false,
             }),
-            StartExecResults::Detached => Err(ChannelError::Connect(
-                "the exec relay started detached".to_string(),
-            )),
+            StartExecResults::Detached => Err(ChannelError::Connect {
+                what: "the exec relay started detached".to_string(),
+                source: None,
+            }),
         }
     }
 }
@@ -398,7 +399,9 @@ impl Connect for DockerConnector {
                     Ok(s)
                 }
                 Err(e) => Err(match socket_err {
-                    Some(se) => ChannelError::Connect(format!("{se}; and by exec: {e}")),
+                    Some(se) => {
+                        ChannelError::connect(format!("{se}; and by exec"), io::Error::other(e))
+                    }
                     None => e,
                 }),
             }

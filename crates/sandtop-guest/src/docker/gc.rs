@@ -1,8 +1,8 @@
 //! Which containers are whose, and `guest gc`'s judgement of the Docker
 //! guests: owner labels (this host, this user), then removal of only those
-//! whose session is provably gone (issue 12 item 5): by the container's
+//! whose session is provably gone (docs/security.md C13): by the container's
 //! own state, or by what its visible folder says, never by a folder this
-//! process cannot see (issue 30 item 6, [`judge`]).
+//! process cannot see (docs/security.md C14, [`judge`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -26,7 +26,7 @@ pub fn host_id() -> String {
 
 /// The labels of a session's container: the session, its folder, and its
 /// owner (this host and this process's effective uid), so that `guest gc`
-/// run by anyone else leaves it alone (issue 12 item 5).
+/// run by anyone else leaves it alone (docs/security.md C13).
 pub fn session_labels(session: &str, folder: &Path) -> HashMap<String, String> {
     HashMap::from([
         (LABEL_SESSION.to_string(), session.to_string()),
@@ -48,7 +48,7 @@ pub fn session_labels(session: &str, folder: &Path) -> HashMap<String, String> {
 /// from before the owner labels is judged only when its session folder is
 /// in this caller's store. Another host's or another user's live session on
 /// a shared engine therefore never counts as orphaned because its folder
-/// cannot be seen from here (issue 12 item 5).
+/// cannot be seen from here (docs/security.md C13).
 pub fn not_ours(
     labels: &HashMap<String, String>,
     folder: Option<&Path>,
@@ -116,7 +116,7 @@ pub fn stopped(state: &str) -> bool {
 }
 
 /// Judges one container from its state and what can be seen of its folder
-/// (issue 30 item 6). "Gone" means proven gone: a container whose guest
+/// (docs/security.md C14). "Gone" means proven gone: a container whose guest
 /// stopped, or a running one whose visible folder says it is not its
 /// session's (its record names another container, or it has no record and
 /// its creator is gone). A running container is never removed because its
@@ -155,7 +155,7 @@ pub fn judge(stopped: bool, seen: &Seen) -> Verdict {
 /// Whether a session folder beside `folder` has a record naming
 /// container `id`: a pool guest claimed under another name keeps its
 /// first folder's label (labels cannot change), and the claim renamed
-/// that folder within the same `sessions/` (issue 36).
+/// that folder within the same `sessions/` (a pool's claim, docs/contract.md rule 72).
 fn renamed_to_a_sibling(folder: &Path, id: &str) -> bool {
     let Some(Ok(entries)) = folder.parent().map(std::fs::read_dir) else {
         return false;
@@ -347,7 +347,7 @@ mod tests {
         assert!(not_ours(&legacy, None, root).is_some());
     }
 
-    /// Issue 30 item 6: a running container is removed only on proof from
+    /// docs/security.md C14: a running container is removed only on proof from
     /// a folder gc can see; a stopped one always (its state is the proof).
     #[test]
     fn gone_means_proven_gone_never_a_folder_not_seen_from_here() {

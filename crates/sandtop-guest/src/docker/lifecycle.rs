@@ -60,7 +60,7 @@ impl DockerBackend {
             .map_err(GuestError::docker(format!("starting the container {name}")))?;
         self.wait_ready(dir, &id).await?;
         // The daemon read its token before it answered: the guest's copy
-        // goes, so that nothing in the guest holds it (issue 12 item 1).
+        // goes, so that nothing in the guest holds it (docs/security.md C12).
         // unlink(2) removes a link the guest put there, never its target.
         let copy = dir.guest_path().join(session::TOKEN_NAME);
         if GuestFolder::for_this_process() == GuestFolder::EngineTmpfs {

@@ -44,7 +44,7 @@ impl DockerBackend {
     /// ([`GuestFolder::HostTmpfs`]), or the engine's tmpfs with the token
     /// and (when the session has an egress proxy, which is then already
     /// listening) the egress socket bound into it read-only, one file each
-    /// ([`GuestFolder::EngineTmpfs`], issue 30 item 7).
+    /// ([`GuestFolder::EngineTmpfs`], docs/security.md F4).
     pub fn create_body_for(
         &self,
         dir: &SessionDir,
@@ -257,7 +257,7 @@ mod tests {
         assert!(!text.contains("OPENAI"), "{text}");
     }
 
-    /// Issue 30 item 7: as a user who cannot mount, `/run/sandtop` is the
+    /// docs/security.md F4: as a user who cannot mount, `/run/sandtop` is the
     /// engine's tmpfs with the same bounds, and the host's `guest/` folder
     /// is never bound whole: only the token, and with an egress proxy its
     /// socket, each read-only.

@@ -1,5 +1,5 @@
-//! Removing what a guest wrote on the host when this user cannot (issue 30
-//! item 7): a session folder made by a host-cli from before the engine's
+//! Removing what a guest wrote on the host when this user cannot (docs/security.md
+//! F4): a session folder made by a host-cli from before the engine's
 //! tmpfs layout ([`GuestFolder::EngineTmpfs`](crate::session::guest_folder::GuestFolder))
 //! and run as a user who is not root had its `guest/` folder open to the
 //! guest, which may have left there files and folders of its uid that

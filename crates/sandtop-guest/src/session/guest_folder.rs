@@ -1,6 +1,6 @@
 //! The session folder's `guest/` part: what the guest sees at
-//! `/run/sandtop`, always a small tmpfs (issue 12 item 2, issue 30 item 7,
-//! docs/security.md F1-F4). As root host-cli mounts that tmpfs on
+//! `/run/sandtop`, always a small tmpfs (docs/security.md
+//! F1-F4). As root host-cli mounts that tmpfs on
 //! `guest/` itself ([`GuestFolder::HostTmpfs`]); as any other user the
 //! engine mounts it inside the container and only the token and the egress
 //! socket come from `guest/`, as single-file binds
@@ -16,7 +16,7 @@ use sandtop_protocol::session;
 use super::{SessionDir, SessionError, io};
 use sandtop_protocol::session::{GUEST_GID, GUEST_UID};
 
-/// The size of the guest's folder, `/run/sandtop` (issue 12 item 2): it
+/// The size of the guest's folder, `/run/sandtop` (docs/security.md F3): it
 /// holds a 64-byte token and two sockets.
 pub const GUEST_FOLDER_BYTES: u64 = 1024 * 1024;
 /// Its inodes (the folder itself, the token, the sockets, and room).
@@ -36,7 +36,7 @@ pub enum GuestFolder {
     /// token (bound read-only, a single file) and the egress socket (bound
     /// read-only, a single socket; connecting needs no write). `guest/`
     /// itself stays 0700 and the operator's: nothing the guest writes
-    /// reaches the host's disk (issue 30 item 7), and the daemon's socket
+    /// reaches the host's disk (docs/security.md F4), and the daemon's socket
     /// lives only in the guest (the channel takes the exec path, as it did
     /// for such a user before).
     EngineTmpfs,
@@ -64,7 +64,7 @@ pub fn engine_tmpfs_options() -> String {
 }
 
 /// Mounts a tmpfs of [`GUEST_FOLDER_BYTES`] and [`GUEST_FOLDER_INODES`] on
-/// `g`, `nosuid,nodev,noexec`, named `sandtop` (issue 12 item 2): what the
+/// `g`, `nosuid,nodev,noexec`, named `sandtop` (docs/security.md F3): what the
 /// guest writes there is bounded and costs the host's disk nothing (its
 /// pages are charged to the guest's memory cgroup, the writer), nothing
 /// there can be executed, and the guest's `/proc/self/mountinfo` shows the

@@ -38,6 +38,46 @@ pub fn session_holder(dir: &SessionDir) -> Option<String> {
     }
 }
 
+/// Ends the run holding a session as Ctrl-C does (SIGINT to its host-cli:
+/// it stops between operations, records how it ended and releases the
+/// session), and waits until that process is gone (`guest stop --force`,
+/// `guest reset --force`).
+pub async fn end_run(dir: &SessionDir, holder: &str) -> Result<(), SessionError> {
+    let pid = holder
+        .parse::<i32>()
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| SessionError::NoHolder(dir.name.clone()))?;
+    eprintln!(
+        "host-cli: ending the run on session {} (host-cli pid {holder}) first",
+        dir.name
+    );
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).map_err(|source| {
+        SessionError::Signal {
+            holder: holder.to_string(),
+            source,
+        }
+    })?;
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let gone = !std::path::Path::new(&format!("/proc/{holder}")).exists()
+            || std::fs::read_to_string(format!("/proc/{holder}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')
+                        .map(|(_, r)| r.trim_start().starts_with('Z'))
+                })
+                .unwrap_or(true);
+        if gone && session_holder(dir).is_none() {
+            return Ok(());
+        }
+        if std::time::Instant::now() > end {
+            return Err(SessionError::RunLingers(holder.to_string()));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// Takes the session's lock (writing this process's pid into it), or
 /// gives the holder's pid.
 fn try_lock(dir: &SessionDir) -> Result<Result<RunLock, String>, SessionError> {

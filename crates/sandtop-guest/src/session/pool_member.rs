@@ -1,4 +1,4 @@
-//! A warm pool's mark on the sessions it keeps ready (issue 36 item 1).
+//! A warm pool's mark on the sessions it keeps ready (docs/contract.md rules 71-75).
 //!
 //! A pool guest is an ordinary session whose folder holds `pool`: the
 //! session's own name and the supervisor that keeps it (`PID STARTTIME

@@ -390,7 +390,7 @@ pub(crate) mod tests {
     /// Runs test `f` of `module` again in a child process, in `dir`, as
     /// `uid` when given (from root: setuid and setgid, supplementary
     /// groups dropped), from a copy of the test binary that uid may
-    /// execute wherever the checkout is (issue 32). `None` (with the
+    /// execute wherever the checkout is (docs/security.md C12). `None` (with the
     /// reason printed) when the child cannot be started as another uid
     /// because this process is not root; as root, that is a failure.
     pub(crate) fn rerun(
@@ -451,7 +451,7 @@ pub(crate) mod tests {
     }
 
     /// What a hostile guest leaves in its folder: a read-only directory
-    /// with a file (the case of issue 12), directories without read or
+    /// with a file (what once stopped a removal; docs/security.md F1), directories without read or
     /// search permission, a file with mode 0, a FIFO, symbolic links to a
     /// directory and a file outside, and a chain 200 deep ending in a
     /// read-only directory.

@@ -146,7 +146,7 @@ fn image_data_never_reaches_the_trajectory() {
     assert!(!s.contains("base64"), "{s}");
 }
 
-/// Issue 31 item 3: runs of one session started in one second (one
+/// Runs of one session started in one second (one
 /// base name) each get a folder of their own, also when they race.
 #[test]
 fn runs_of_one_session_in_one_second_get_folders_of_their_own() {

@@ -1,4 +1,4 @@
-//! The page key over real sockets (issue 30 item 2): the view's cookie
+//! The page key over real sockets (docs/security.md W6): the view's cookie
 //! reaches every port of 127.0.0.1, so a program that saw it replays it
 //! with a forged `Origin`. The cookie alone gets the page and its static
 //! assets, never the WebSocket (frames, state, questions, answers,

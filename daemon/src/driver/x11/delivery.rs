@@ -8,7 +8,8 @@
 //! pointer — while the keyboard, not frozen, goes straight through. A
 //! batch sent without waiting then has its keys overtake its clicks (the
 //! text lands in the window focused before the batch) and its queued
-//! clicks replayed at the wrong place. Measured: issue 9.
+//! clicks replayed at the wrong place (docs/contract.md rule 2a;
+//! docs/architecture.md, "Delivery before the next event").
 //!
 //! The server's own view of the devices tells when everything sent has
 //! been processed: it updates a device's button and key state, and the

@@ -1,4 +1,4 @@
-//! `upload_file` and `download_file` in the loop (issue 14 part 2): file
+//! `upload_file` and `download_file` in the loop (docs/contract.md rule 48): file
 //! grants against the fake browser, the mock Responses API and the real
 //! daemon API. A grant is offered only when given, every use is
 //! confirmed with the host side shown, a grant is used once, and a file

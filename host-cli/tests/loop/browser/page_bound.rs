@@ -1,5 +1,5 @@
-//! An approval binds the page it was given on (issue 31 item 6,
-//! docs/contract.md rule 28b): pointer members, `hold_keys` and
+//! An approval binds the page it was given on (docs/contract.md
+//! rule 28b): pointer members, `hold_keys` and
 //! `tab_id: null` calls act only on the tab, the load (document) and, for
 //! keys, the focus the operator was shown; the page reloading, the focus
 //! moving or another tab becoming active while the operator decides makes

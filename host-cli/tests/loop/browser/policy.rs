@@ -1,4 +1,4 @@
-//! The URL policy after the navigation it allowed (issue 30 item 3), in
+//! The URL policy after the navigation it allowed (docs/contract.md rule 30a), in
 //! the loop: a redirect out of the policy is told to the model (fixed
 //! text, no page text), no member acts on the page it led to, no granted
 //! file reaches it, and every call carries the policy to the driver,

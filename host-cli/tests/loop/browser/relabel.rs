@@ -1,5 +1,5 @@
 //! A confirmation shows the target as it is when the operator is asked
-//! (issue 30 item 4): the page that relabels a button after the model's
+//! (docs/contract.md rule 28a): the page that relabels a button after the model's
 //! read gets its call refused as changed before anyone is asked, and one
 //! that relabels it while the operator reads the question gets nothing
 //! done (the label shown travels with the call and the driver compares).

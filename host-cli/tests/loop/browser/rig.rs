@@ -42,9 +42,9 @@ pub(crate) struct FakePages {
     pub(crate) download: Option<(String, Vec<u8>)>,
     /// What set_file answers instead of setting the file.
     pub(crate) set_file_error: Option<ErrorCode>,
-    /// The URL policy each call arrived with, by member (issue 30).
+    /// The URL policy each call arrived with, by member (docs/contract.md rule 30a).
     pub(crate) policies: Vec<(String, Option<Vec<String>>)>,
-    /// Labels the page has changed, by field (issue 30 item 4).
+    /// Labels the page has changed, by field (docs/contract.md rule 28a).
     pub(crate) labels: std::collections::BTreeMap<&'static str, String>,
     /// A relabelling the page does right after it has been read.
     pub(crate) relabel_after_read: Option<(&'static str, String)>,
@@ -272,7 +272,7 @@ impl FakePages {
         }
     }
 
-    /// As the driver checks `expect_page` (issue 31 item 6): the tab the
+    /// As the driver checks `expect_page` (docs/contract.md rule 28b): the tab the
     /// call acts on is the approved one, and so are its document and the
     /// focus when given.
     pub(crate) fn check_page(
@@ -525,9 +525,9 @@ impl Backend for FakeBrowser {
             if acts && !inside(&p) {
                 return Err(err(ErrorCode::OutOfPolicy, "outside the url policy"));
             }
-            // The page as approved (issue 31 item 6).
+            // The page as approved (docs/contract.md rule 28b).
             p.check_page(call, request.expect_page.as_ref())?;
-            // The target as approved, as the driver checks it (item 4).
+            // The target as approved, as the driver checks it (rule 28a).
             if let (Some(expect), Some(target)) = (&request.expect, call_target(call)) {
                 let tab = p.tab(call.tab_id())?;
                 let field = p.field(tab, target)?;

@@ -1,4 +1,4 @@
-//! Sign-in out of band in the loop (issue 14 part 3; docs/contract.md rule
+//! Sign-in out of band in the loop (docs/contract.md rule
 //! 47): `request_sign_in` against the fake browser, the mock Responses
 //! API and the real daemon API. A canary secret is searched for in
 //! everything the model and the run folder got.

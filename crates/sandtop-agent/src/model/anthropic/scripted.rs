@@ -1,5 +1,5 @@
 //! The offline scripted model spoken through the Messages API's shapes
-//! (`host-cli exercise --provider anthropic`, issue 35 item 4).
+//! (`host-cli exercise --provider anthropic`, docs/contract.md rule 70).
 //!
 //! Every request the loop makes is translated into the Messages body the
 //! real client would send ([`to_messages_request`]) and checked as the API

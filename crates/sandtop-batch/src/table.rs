@@ -4,10 +4,11 @@
 
 use std::fmt::Write as _;
 
-use sandtop_batch::results::{Status, Summary};
+use crate::results::{Status, Summary};
 
-use crate::report::html::{esc, facts, page as html_page, utc, verdict};
+use sandtop_report::html::{esc, facts, page as html_page, utc, verdict};
 
+/// The page of a batch's summary.
 pub fn page(s: &Summary<'_>) -> String {
     let t = s.totals;
     let mut body = String::from("<h1>Sandtop batch</h1>\n");
@@ -69,7 +70,7 @@ pub fn page(s: &Summary<'_>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use sandtop_batch::results::{TaskResult, totals};
+    use crate::results::{TaskResult, totals};
 
     use super::*;
 

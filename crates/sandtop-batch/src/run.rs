@@ -1,26 +1,25 @@
-//! `host-cli batch TASKS.jsonl`: each task of a file on its own fresh
-//! guest, in its own run folder, judged by checks of the guest's state
-//! (the task file, setup steps and checks: `sandtop-batch`; docs/tasks.md).
+//! `host-cli batch TASKS.jsonl` once its options are read: each task of
+//! a file on its own fresh guest, in its own run folder, judged by checks
+//! of the guest's state (docs/tasks.md).
 //!
 //! Per task: boot a Docker guest (the task's network), take its run lock,
 //! run the setup steps, run the loop (the real model with a key; without
 //! one the task's scripted solution through the scripted model, or
 //! `skipped`), run the checks, record them in the run folder, write the
 //! run's report (`host-cli report`'s page), remove the guest (always:
-//! also on errors). `--parallel N` runs N tasks at once, each with its own
-//! guest. The end: `results.json` and `index.html` (one row a task, each
-//! linking its report) in the output folder.
+//! also on errors). `parallel` runs that many tasks at once, each with its
+//! own guest. The end: `results.json` and `index.html` (one row a task,
+//! each linking its report, [`crate::table`]) in the output folder.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use clap::Args;
 use futures_util::StreamExt as _;
 use sandtop_protocol::{ScreenshotOptions, Size};
 
 use sandtop_agent::approve::{Approvals, Policy};
+use sandtop_agent::launch::{DEFAULT_INSTRUCTIONS, Provider};
 use sandtop_agent::model::anthropic::AnthropicModel;
 use sandtop_agent::model::anthropic::scripted::ScriptedMessages;
 use sandtop_agent::model::{Model, OpenAiModel, RetryPolicy};
@@ -28,19 +27,17 @@ use sandtop_agent::progress::Progress;
 use sandtop_agent::runner::{
     Compaction, ContextBudget, Interrupt, OnActionError, Outcome, RunOptions, Runner,
 };
-use sandtop_batch::results::{self, Status, Summary, TaskResult};
-use sandtop_batch::task::{Entry, Task};
-use sandtop_batch::{checks, script, setup};
+use sandtop_guest::docker::DockerBackend;
+use sandtop_guest::options::GuestArgs;
+use sandtop_guest::session::{self, BackendKind, Store};
+use sandtop_hostkit::secret::Secret;
+use sandtop_hostkit::term;
 use sandtop_runfolder::items::ToolShape;
 use sandtop_runfolder::trajectory::{Entry as Record, Recorder, Started};
 
-use crate::guest::docker::DockerBackend;
-use crate::run::Provider;
-use crate::secret::Secret;
-use crate::session::{self, BackendKind, Store};
-use crate::term;
-
-mod table;
+use crate::results::{self, Status, Summary, TaskResult};
+use crate::task::{Entry, Task};
+use crate::{checks, script, setup};
 
 /// The exit status of a usage error: a task file that cannot be read,
 /// bad options (clap's own status for its errors).
@@ -49,43 +46,29 @@ pub const USAGE: u8 = 2;
 /// The screen every task's guest has (solutions are written for it).
 const SCREEN: Size = Size::new(1280, 800);
 
-/// Options of `host-cli batch`.
-#[derive(Debug, Args)]
-pub struct BatchArgs {
-    /// The task file: one JSON task a line, Sandtop's shape or OSWorld's
-    /// (docs/tasks.md).
+/// What `host-cli batch` was asked.
+#[derive(Debug)]
+pub struct BatchOptions {
+    /// The task file: one JSON task a line, Sandtop's shape or OSWorld's.
     pub tasks: PathBuf,
-    /// Run this many tasks at once, each on its own guest (1 to 16).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
+    /// How many tasks run at once, each on its own guest.
     pub parallel: u16,
-    /// The output folder (results.json, index.html, runs/ID/ per task);
-    /// default: batches/NAME-UNIXTIME in the state directory. It must not
-    /// hold results already.
-    #[arg(long, value_name = "DIR")]
+    /// The output folder; default: batches/NAME-UNIXTIME in the state
+    /// directory. It must not hold results already.
     pub out: Option<PathBuf>,
-    /// The model's API when a key is set: `openai` (OPENAI_API_KEY) or
-    /// `anthropic` (ANTHROPIC_API_KEY). Without that key, tasks with a
-    /// scripted solution run it and the others are skipped.
-    #[arg(long, value_enum, default_value_t = Provider::Openai)]
+    /// The model's API when its key is set.
     pub provider: Provider,
     /// The model (with a key; default as `host-cli run`).
-    #[arg(long)]
     pub model: Option<String>,
-    /// Decide the model's safety checks from this JSON policy file (a
-    /// batch has no terminal: without a policy every check is denied).
-    #[arg(long, value_name = "FILE")]
+    /// The policy that decides the model's safety checks (none: every
+    /// check is denied).
     pub approve_policy: Option<PathBuf>,
-    /// Each task's time budget, e.g. 300 (seconds).
-    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(10..=7200))]
+    /// Each task's time budget in seconds.
     pub max_seconds: u64,
-    /// Take each task's guest from the warm pool (`host-cli pool start`,
-    /// its guests 1280x800). A task whose network is not the pool's, or a
-    /// claim the pool refuses, gets a guest booted as without `--pool`
-    /// (said on stderr; results.json's `guest` tells which).
-    #[arg(long)]
+    /// Each task's guest from the warm pool when it can be.
     pub pool: bool,
-    #[command(flatten)]
-    pub guest: crate::guest::options::GuestArgs,
+    /// How the guests are booted.
+    pub guest: GuestArgs,
 }
 
 /// What every task of a batch shares.
@@ -94,21 +77,23 @@ struct Shared {
     /// The engine, when some task runs (none: nothing boots).
     docker: Option<DockerBackend>,
     key: Option<Secret>,
-    args: BatchArgs,
+    args: BatchOptions,
     out: PathBuf,
     policy: Option<PathBuf>,
 }
 
-/// `host-cli batch`.
-pub async fn batch(a: BatchArgs) -> anyhow::Result<ExitCode> {
+/// Runs the batch; its exit status (0 every task that ran passed, 1 a
+/// task failed or could not be run, [`USAGE`] a bad task file or
+/// options). The results and the table are in the output folder.
+pub async fn run(a: BatchOptions) -> anyhow::Result<u8> {
     let text = match std::fs::read_to_string(&a.tasks) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("host-cli: reading {}: {e}", a.tasks.display());
-            return Ok(ExitCode::from(USAGE));
+            return Ok(USAGE);
         }
     };
-    let entries = match sandtop_batch::read::parse(&text) {
+    let entries = match crate::read::parse(&text) {
         Ok(e) => e,
         Err(errors) => {
             for e in &errors.0 {
@@ -124,7 +109,7 @@ pub async fn batch(a: BatchArgs) -> anyhow::Result<ExitCode> {
                 errors.0.len(),
                 a.tasks.display()
             );
-            return Ok(ExitCode::from(USAGE));
+            return Ok(USAGE);
         }
     };
     if let Some(p) = &a.approve_policy {
@@ -140,7 +125,7 @@ pub async fn batch(a: BatchArgs) -> anyhow::Result<ExitCode> {
             "host-cli: --pool: no pool is running for this state directory: start one with \
              `host-cli pool start` (its guests must be 1280x800), or leave out --pool"
         );
-        return Ok(ExitCode::from(USAGE));
+        return Ok(USAGE);
     }
     let out = match &a.out {
         Some(o) => o.clone(),
@@ -161,7 +146,7 @@ pub async fn batch(a: BatchArgs) -> anyhow::Result<ExitCode> {
             "host-cli: {} already holds a batch's results: give another --out",
             out.display()
         );
-        return Ok(ExitCode::from(USAGE));
+        return Ok(USAGE);
     }
     std::fs::create_dir_all(out.join("runs"))
         .with_context(|| format!("creating {}", out.display()))?;
@@ -228,11 +213,11 @@ pub async fn batch(a: BatchArgs) -> anyhow::Result<ExitCode> {
     let json = serde_json::to_string_pretty(&summary)?;
     std::fs::write(out.join("results.json"), format!("{json}\n"))
         .with_context(|| format!("writing {}", out.join("results.json").display()))?;
-    let html = table::page(&summary);
+    let html = crate::table::page(&summary);
     std::fs::write(out.join("index.html"), html)
         .with_context(|| format!("writing {}", out.join("index.html").display()))?;
     let t = summary.totals;
-    crate::out!(
+    sandtop_hostkit::out!(
         "{}",
         serde_json::json!({
             "totals": t,
@@ -245,7 +230,7 @@ pub async fn batch(a: BatchArgs) -> anyhow::Result<ExitCode> {
         "host-cli: {total} tasks in {:.1} s: {} passed, {} failed, {} unsupported, {} skipped, {} errors",
         summary.wall_seconds, t.passed, t.failed, t.unsupported, t.skipped, t.error
     );
-    Ok(ExitCode::from(results::exit_status(&results)))
+    Ok(results::exit_status(&results))
 }
 
 fn now_ms() -> u64 {
@@ -277,7 +262,7 @@ async fn run_entry(shared: &Shared, e: &Entry) -> TaskResult {
             let mut r = TaskResult::new(&t.id, t.line, Status::Error);
             if let Err(err) = run_task(shared, t, &mut r).await {
                 r.status = Status::Error;
-                r.reason = Some(format!("{err:#}"));
+                r.reason = Some(sandtop_hostkit::chain::chain(err.as_ref()));
             }
             r.seconds = t0.elapsed().as_secs_f64();
             r
@@ -288,16 +273,16 @@ async fn run_entry(shared: &Shared, e: &Entry) -> TaskResult {
 /// Boots the task's guest, runs it there, removes the guest.
 async fn run_task(shared: &Shared, t: &Task, r: &mut TaskResult) -> anyhow::Result<()> {
     let t0 = Instant::now();
-    let network: crate::egress::policy::NetworkMode = t
+    let network: sandtop_egress::policy::NetworkMode = t
         .network
         .parse()
         .map_err(|e| anyhow::anyhow!("network: {e}"))?;
-    let config = crate::egress::service::EgressConfig {
+    let config = sandtop_egress::service::EgressConfig {
         mode: network,
-        ..crate::egress::service::EgressConfig::none()
+        ..sandtop_egress::service::EgressConfig::none()
     };
     let guest = |pool: bool| {
-        crate::run::session_for(
+        sandtop_pool::acquire::session_for(
             &shared.store,
             None,
             BackendKind::Docker,
@@ -349,8 +334,8 @@ async fn on_guest(
     dir: &session::SessionDir,
     rec: &session::SessionRecord,
 ) -> anyhow::Result<()> {
-    let _lock = crate::run::lock_session(dir)?;
-    let mut channel = crate::guest::open_channel(dir, rec).await?;
+    let _lock = session::lock_session(dir)?;
+    let mut channel = sandtop_guest::open_channel(dir, rec).await?;
     let container = rec
         .docker()
         .map(|d| d.container_id.clone())
@@ -403,7 +388,7 @@ async fn on_guest(
     .run(None)
     .await?;
     r.run_seconds = t_run.elapsed().as_secs_f64();
-    r.ending = Some(crate::report::html::json_word(&outcome.ending));
+    r.ending = Some(sandtop_report::html::json_word(&outcome.ending));
     r.steps = outcome.steps;
     r.input_tokens = outcome.usage.input_tokens;
     r.output_tokens = outcome.usage.output_tokens;
@@ -427,8 +412,8 @@ async fn on_guest(
     r.checks = verdicts;
     // The run's own report, linked from the table.
     let report = run_dir.join("report.html");
-    match crate::report::render(&run_dir, crate::report::Journal::None)
-        .and_then(|html| crate::report::write_new(&report, &html, false))
+    match sandtop_report::render(&run_dir, sandtop_report::Journal::None)
+        .and_then(|html| sandtop_report::write_new(&report, &html, false))
     {
         Ok(()) => r.report = Some(format!("runs/{}/report.html", t.id)),
         Err(e) => eprintln!(
@@ -478,7 +463,7 @@ fn model_for(shared: &Shared, t: &Task) -> anyhow::Result<(Box<dyn Model>, RunOp
         shape: ToolShape::Computer,
         computer: true,
         browser: None,
-        instructions: Some(crate::run::DEFAULT_INSTRUCTIONS.into()),
+        instructions: Some(DEFAULT_INSTRUCTIONS.into()),
         max_steps: t.max_steps,
         max_duration: Some(Duration::from_secs(a.max_seconds)),
         store: false,

@@ -1,5 +1,5 @@
-//! `host-cli doctor`: what works on this host, one line per check, with
-//! the fix for each failure.
+//! `host-cli doctor`'s checks: what works on this host, one line per
+//! check, with the fix for each failure.
 //!
 //! Flow: reach the Docker engine -> inspect the guest image (and its
 //! input-hash label) -> boot a throwaway guest (a session named
@@ -10,26 +10,24 @@
 //! seccomp, network) -> the local backend's prerequisites. Later checks
 //! are skipped (not failed twice) when an earlier one they need failed.
 
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
-use clap::Args;
+use sandtop_hostkit::out;
+use sandtop_hostkit::signals::until_interrupted;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::guest::docker::DockerBackend;
-use crate::guest::{self, StartRequest};
+use crate as guest;
+use crate::StartRequest;
+use crate::docker::DockerBackend;
 use crate::session::{self, Store};
-use crate::signals::until_interrupted;
 
-#[derive(Debug, Args)]
-pub struct DoctorArgs {
+/// What `host-cli doctor` was asked.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DoctorOptions {
     /// Print the checks as JSON.
-    #[arg(long)]
     pub json: bool,
     /// Skip booting a throwaway guest.
-    #[arg(long)]
     pub no_guest: bool,
 }
 
@@ -72,20 +70,23 @@ fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -
 
 /// First line of an error chain, for one-line output.
 fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
-    crate::chain::chain(e)
+    sandtop_hostkit::chain::chain(e)
         .lines()
         .next()
         .unwrap_or("")
         .to_string()
 }
 
-/// Runs every check; prints them; exit 1 when one failed.
-pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
+/// Runs every check and prints them; whether every check passed (`false`:
+/// one failed, the command's exit status 1).
+pub async fn run(args: DoctorOptions) -> Result<bool, serde_json::Error> {
     let checks = checks(&args).await;
     if args.json {
-        crate::out!(
+        out!(
             "{}",
-            serde_json::to_string_pretty(&crate::term::safe_json(&serde_json::to_value(&checks)?))?
+            serde_json::to_string_pretty(&sandtop_hostkit::term::safe_json(
+                &serde_json::to_value(&checks)?
+            ))?
         );
     } else {
         for c in &checks {
@@ -96,22 +97,18 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
                 Verdict::Skip => "skip",
             };
             // Details quote the daemon (its version) and error messages.
-            let detail = crate::term::safe_line(&c.detail);
+            let detail = sandtop_hostkit::term::safe_line(&c.detail);
             match &c.fix {
-                Some(fix) => crate::out!("{:<10} {:<4}  {detail} -> fix: {fix}", c.name, v),
-                None => crate::out!("{:<10} {:<4}  {detail}", c.name, v),
+                Some(fix) => out!("{:<10} {:<4}  {detail} -> fix: {fix}", c.name, v),
+                None => out!("{:<10} {:<4}  {detail}", c.name, v),
             }
         }
     }
-    Ok(if checks.iter().any(|c| c.verdict == Verdict::Fail) {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(!checks.iter().any(|c| c.verdict == Verdict::Fail))
 }
 
 /// The checks, in order.
-pub async fn checks(args: &DoctorArgs) -> Vec<Check> {
+pub async fn checks(args: &DoctorOptions) -> Vec<Check> {
     let mut out = Vec::new();
     let backend = match DockerBackend::connect().await {
         Ok(b) => b,
@@ -208,7 +205,7 @@ async fn guest_checks(backend: &DockerBackend) -> Vec<Check> {
     let req = StartRequest {
         name: name.clone(),
         screen: sandtop_protocol::Size::new(1280, 800),
-        network: crate::egress::service::EgressConfig::none(),
+        network: sandtop_egress::service::EgressConfig::none(),
     };
     let t = Instant::now();
     let rec = match guest::start(&store, backend, &req).await {
@@ -219,7 +216,7 @@ async fn guest_checks(backend: &DockerBackend) -> Vec<Check> {
                 format!("the guest did not start: {}", one_line(&e)),
                 "see the log tail above (RUST_LOG=debug for more); rebuild with `make guest`",
             ));
-            eprintln!("{}", crate::term::safe(&e.chain()));
+            eprintln!("{}", sandtop_hostkit::term::safe(&e.chain()));
             for n in ["x", "xtest", "shm", "isolation"] {
                 out.push(check(n, Verdict::Skip, "needs a guest"));
             }
@@ -234,7 +231,7 @@ async fn guest_checks(backend: &DockerBackend) -> Vec<Check> {
     {
         eprintln!(
             "host-cli doctor: removing the throwaway guest {name}: {}",
-            crate::term::safe(&e.chain())
+            sandtop_hostkit::term::safe(&e.chain())
         );
     }
     match asked {
@@ -264,14 +261,14 @@ async fn ask_guest(
         return out;
     };
     let connector = backend.connector_for(&dir, &container);
-    let token = match crate::secret::Secret::read(&dir.token_path()) {
+    let token = match sandtop_hostkit::secret::Secret::read(&dir.token_path()) {
         Ok(t) => t,
         Err(e) => {
             out.push(fail("guest", one_line(&e), "check the state directory"));
             return out;
         }
     };
-    let opened = crate::channel::Channel::open(Box::new(connector), token).await;
+    let opened = sandtop_channel::Channel::open(Box::new(connector), token).await;
     let health;
     let info = match opened {
         Ok(mut ch) => {
@@ -363,7 +360,7 @@ async fn isolation(backend: &DockerBackend, container: &str) -> Check {
                 detail: format!(
                     "the probe did not run (status {}): {}",
                     r.exit_code,
-                    crate::guest::docker::channel::sanitize(&r.stderr, 200)
+                    crate::docker::channel::sanitize(&r.stderr, 200)
                 ),
                 fix: Some("rebuild the image with `make guest` (it installs sandtop-probe)".into()),
             };
@@ -372,19 +369,20 @@ async fn isolation(backend: &DockerBackend, container: &str) -> Check {
             return fail("isolation", one_line(&e), "host-cli guest logs NAME");
         }
     };
-    let v: Value = match serde_json::from_slice(&r.stdout).context("the probe's output") {
+    let v: Value = match serde_json::from_slice(&r.stdout) {
         Ok(v) => v,
         Err(e) => {
+            let why = format!("the probe's output: {}", sandtop_hostkit::chain::chain(&e));
             return fail(
                 "isolation",
-                one_line(e.as_ref()),
+                why.lines().next().unwrap_or(""),
                 "rebuild with `make guest`",
             );
         }
     };
     let zero = "0000000000000000";
     let mut bad = Vec::new();
-    if v["ids"]["uid"] != crate::guest::ids::GUEST_UID {
+    if v["ids"]["uid"] != crate::ids::GUEST_UID {
         bad.push(format!("uid {}", v["ids"]["uid"]));
     }
     for k in ["CapEff", "CapPrm", "CapBnd"] {
