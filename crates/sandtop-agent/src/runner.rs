@@ -500,7 +500,7 @@ fn turn_end(resp: &wire::ModelResponse) -> Stop {
 
 /// What the model is told when the daemon refused or stopped a call.
 ///
-/// Composed from host data only (issue 11, item 1): the error code, from
+/// Composed from host data only: the error code, from
 /// the closed [`ErrorCode`](sandtop_protocol::ErrorCode) set, in our own
 /// words; the failing action's index and kind, from the actions we sent;
 /// and how many ran; with `--on-action-error report`, the ids of the later

@@ -18,10 +18,10 @@
 //!    shown with the state before and its target as it is now: read again
 //!    just before asking (`describe_target`), and refused unasked as
 //!    changed when the last read the model saw named it with another role
-//!    or label (issue 30 item 4); the role and label shown go with the
+//!    or label; the role and label shown go with the
 //!    call, and the daemon refuses it as stale if they changed meanwhile;
-//!    the call is bound to the page it was approved on too (issue 31 item
-//!    6, `expect_page`): the tab (the active one of the state shown, for
+//!    the call is bound to the page it was approved on too
+//!    (`expect_page`): the tab (the active one of the state shown, for
 //!    `tab_id: null`), and for the members no ref binds (points, keys, the
 //!    whole page: `Toolset::binds_document`) its document read just before
 //!    asking (`describe_page`), and for `hold_keys` the focus: the daemon
@@ -301,7 +301,7 @@ impl Runner<'_> {
         // right before asking.
         let changes = Toolset::needs_approval(member);
         let mut expect = None;
-        // The page the approval is bound to (issue 31 item 6): the tab it
+        // The page the approval is bound to: the tab it
         // acts on as the operator is shown it, and for the members no ref
         // binds, its document (and the focus) read just before asking.
         let mut expect_page = prepared.call.as_ref().and_then(|call| {
@@ -404,7 +404,7 @@ impl Runner<'_> {
         .await
     }
 
-    /// The page `tab_id` shows now (issue 31 item 6): `Ok(Ok(page))`, or
+    /// The page `tab_id` shows now: `Ok(Ok(page))`, or
     /// `Ok(Err(text))` for the model when the tab is gone; `Err` when the
     /// run ends (an invalid answer stops it, rule 13c).
     async fn describe_page(
@@ -451,8 +451,8 @@ impl Runner<'_> {
         }
     }
 
-    /// The call's target read again now, in the tab's current document
-    /// (issue 30 item 4): `Ok(Ok(element))` to show the operator, or
+    /// The call's target read again now, in the tab's current document:
+    /// `Ok(Ok(element))` to show the operator, or
     /// `Ok(Err(text))` for the model when it is stale or changed since the
     /// last read the model saw; `Err` when the run ends (an invalid answer
     /// stops it).

@@ -1,4 +1,4 @@
-//! The run as a viewer sees and steers it (issue 15, `host-cli view`): the
+//! The run as a viewer sees and steers it (`host-cli view`, docs/contract.md 49-50): the
 //! state told at each change, the questions that closed written to the
 //! trajectory, and the takeover: when the operator asks for the desktop,
 //! the agent pauses at the next step boundary; the operator's actions go

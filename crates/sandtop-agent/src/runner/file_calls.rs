@@ -3,7 +3,7 @@
 //!
 //! 1. the grant must exist for the member's kind and be unused, else the
 //!    call is refused (`refused`/`none`) and no one is asked; so is a call
-//!    while the active tab's origin is outside the URL policy (issue 30);
+//!    while the active tab's origin is outside the URL policy (docs/contract.md 30);
 //! 2. the operator confirms, shown the grant id and the host file or
 //!    directory (a browser confirmation never replaces this one: there is
 //!    no other);

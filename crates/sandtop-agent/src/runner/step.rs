@@ -70,7 +70,7 @@ impl Runner<'_> {
     /// one), or the resumed conversation; the browser started.
     async fn begin(&mut self, resume: Option<Resume>) -> anyhow::Result<LoopState> {
         self.deadline = self.opts.max_duration.map(|d| Instant::now() + d);
-        // A prompt open when the run stops closes at once (issue 11 item 4).
+        // A prompt open when the run stops closes at once.
         {
             let (interrupt, deadline) = (self.interrupt.clone(), self.deadline);
             self.operator.on_stop(std::sync::Arc::new(move || {
