@@ -332,18 +332,8 @@ impl Script for ExerciseScript {
                     return self.waiting("the save dialog", None).map(Some);
                 }
                 self.advance(Stage::WaitDialogClosed);
-                // A wait between the path and Enter: the dialog loads the
-                // typed folder as it goes, and an Enter that comes before
-                // it has is swallowed (it then took a second turn and
-                // `confirm_again_after`, ~2 s).
                 self.call(
-                    vec![
-                        type_text(NOTE_PATH),
-                        wait(),
-                        keypress(&["ENTER"]),
-                        wait(),
-                        wait(),
-                    ],
+                    vec![type_text(NOTE_PATH), keypress(&["ENTER"]), wait(), wait()],
                     vec![],
                 )
             }
