@@ -27,6 +27,13 @@ use std::time::{Duration, Instant};
 /// Minimum time between two different bindings of one spare keycode.
 pub const REUSE_GUARD: Duration = Duration::from_millis(500);
 
+/// How long after the last binding the spares are reverted. A client
+/// that is behind reads the map when it handles the key, so a revert
+/// before it has makes the typed characters vanish: 2 s was too short in
+/// a VM under TCG (the VM tier's xterm lost the corpus's last 15 foreign
+/// characters once); a spare left bound meanwhile costs nothing.
+pub const REVERT_AFTER: Duration = Duration::from_secs(30);
+
 #[derive(Debug, Clone)]
 struct Slot {
     keycode: u8,

@@ -802,7 +802,7 @@ impl Driver for X11Driver {
         let Some(t) = self.last_remap else {
             return Ok(());
         };
-        if t.elapsed() < Duration::from_secs(2) {
+        if t.elapsed() < keymap::REVERT_AFTER {
             return Ok(());
         }
         for r in self.keymap.unbind_all() {
