@@ -16,23 +16,21 @@
 //! client re-reads the map after MappingNotify when it *handles* a key
 //! event, so rebinding a keycode right after its release can make a busy
 //! client (Firefox was measured to lag past 100 ms) read the *new* keysym
-//! for the old event and type the wrong character. For the same reason
-//! bindings are reverted lazily (when the daemon has been idle), never
-//! right after the release, and reverting restores the keycode's original
-//! keysyms.
+//! for the old event and type the wrong character. For the same reason a
+//! binding stays until its spare is needed again or the driver ends (then
+//! the keycodes get their original keysyms back), never reverted while a
+//! client may still be reading it: reverted 2 s after typing, an xterm in
+//! a VM under TCG lost the last foreign characters typed; reverted 30 s
+//! after, the revert's MappingNotify storm (openbox re-grabs its keys for
+//! each) kept the window manager's click-to-focus grab frozen past the
+//! delivery deadline of the next click. A spare left bound costs nothing:
+//! only XTEST presses it.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// Minimum time between two different bindings of one spare keycode.
 pub const REUSE_GUARD: Duration = Duration::from_millis(500);
-
-/// How long after the last binding the spares are reverted. A client
-/// that is behind reads the map when it handles the key, so a revert
-/// before it has makes the typed characters vanish: 2 s was too short in
-/// a VM under TCG (the VM tier's xterm lost the corpus's last 15 foreign
-/// characters once); a spare left bound meanwhile costs nothing.
-pub const REVERT_AFTER: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone)]
 struct Slot {

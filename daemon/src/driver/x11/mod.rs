@@ -70,7 +70,6 @@ pub struct X11Driver {
     /// view's change counter reads it: [`Driver::changes`]).
     damage_seen: u64,
     caps: Capabilities,
-    last_remap: Option<Instant>,
     /// What the server's input state must be once our events are processed.
     expected: delivery::Expected,
     /// The master pointer's XInput 2 device id, when XI2 is there: its
@@ -239,7 +238,6 @@ impl X11Driver {
                 randr: randr_ok,
                 formats: vec![WireFormat::Png, WireFormat::Webp, WireFormat::Jpeg],
             },
-            last_remap: None,
             expected: delivery::Expected::default(),
             xi_pointer,
             watched_focus: None,
@@ -380,7 +378,6 @@ impl X11Driver {
                 &rebind.keysyms,
             )
             .map_err(conn_err)?;
-        self.last_remap = Some(Instant::now());
         Ok((rebind.keycode, false))
     }
 
@@ -796,22 +793,13 @@ impl Driver for X11Driver {
         Ok(Some((i32::from(p.root_x), i32::from(p.root_y))))
     }
 
-    /// Reverts spare keycodes once typing has been quiet for a while.
+    /// Reads what the server queued meanwhile. Spare keycodes are not
+    /// reverted here: each ChangeKeyboardMapping makes every client
+    /// re-read the map (openbox re-grabs its keys), and under TCG that
+    /// kept the window manager's click-to-focus grab frozen past the
+    /// delivery deadline for the next click (see [`keymap`]).
     fn idle(&mut self) -> Result<(), DriverError> {
-        self.drain_events()?;
-        let Some(t) = self.last_remap else {
-            return Ok(());
-        };
-        if t.elapsed() < keymap::REVERT_AFTER {
-            return Ok(());
-        }
-        for r in self.keymap.unbind_all() {
-            self.conn
-                .change_keyboard_mapping(1, r.keycode, self.keymap.per_keycode(), &r.keysyms)
-                .map_err(conn_err)?;
-        }
-        self.last_remap = None;
-        self.conn.flush().map_err(conn_err)
+        self.drain_events().map(drop)
     }
 }
 
