@@ -43,6 +43,14 @@ pub const FORM_MESSAGE: &str =
 pub const NOTE_TEXT: &str =
     "Sandtop exercise note\nÜmlaute und Akzente: àéîõü ñ ç\nCJK: 中文字 한국어, emoji: 🙂🚀\n";
 pub const NOTE_PATH: &str = "/home/user/exercise-note.txt";
+/// What the exercise types into the Save dialog: the bare name, saved in
+/// the folder the dialog opens in (the editor runs in the guest user's
+/// home, `NOTE_PATH`'s folder). A typed path made the dialog load each
+/// folder as it was typed and show their completions; an Enter that came
+/// before it had settled was swallowed in some runs and not in others,
+/// and the script's second Enter then reached the editor in a replay
+/// that had not needed it.
+pub const NOTE_NAME: &str = "exercise-note.txt";
 /// Where the demo app stores submissions, inside the guest.
 pub const STORE_PATH: &str = "/home/user/demo/submissions.jsonl";
 
@@ -332,8 +340,18 @@ impl Script for ExerciseScript {
                     return self.waiting("the save dialog", None).map(Some);
                 }
                 self.advance(Stage::WaitDialogClosed);
+                // Enter once the typed name has been drawn: the dialog
+                // turns its Save button (the default) sensitive when it
+                // has handled the name, and an Enter that came with the
+                // name found it insensitive (5 of 5 runs on a loaded host).
                 self.call(
-                    vec![type_text(NOTE_PATH), keypress(&["ENTER"]), wait(), wait()],
+                    vec![
+                        type_text(NOTE_NAME),
+                        wait(),
+                        keypress(&["ENTER"]),
+                        wait(),
+                        wait(),
+                    ],
                     vec![],
                 )
             }
@@ -434,6 +452,17 @@ mod tests {
 
     use super::frame::GTK_SELECTED;
     use super::*;
+
+    #[test]
+    fn the_typed_name_is_the_checked_files_name_in_the_guests_home() {
+        let path = std::path::Path::new(NOTE_PATH);
+        assert_eq!(path.file_name().unwrap(), NOTE_NAME);
+        assert_eq!(path.parent().unwrap(), std::path::Path::new("/home/user"));
+        assert!(
+            !NOTE_NAME.contains('/'),
+            "a path makes the dialog complete folders"
+        );
+    }
 
     fn png_url(w: u32, h: u32, color: impl Fn(u32, u32) -> [u8; 3]) -> String {
         let mut rgb = Vec::new();
