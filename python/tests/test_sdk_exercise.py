@@ -38,6 +38,10 @@ FORM_EMAIL = "zoe.angstrom@example.test"
 FORM_MESSAGE = "Grüße aus der Sandbox! Ça marche très bien — 日本語のテキスト ✓ 🙂 `$(not a command)`"
 NOTE_TEXT = "Sandtop exercise note\nÜmlaute und Akzente: àéîõü ñ ç\nCJK: 中文字 한국어, emoji: 🙂🚀\n"
 NOTE_PATH = "/home/user/exercise-note.txt"
+# Typed into the Save dialog, which opens in the home folder: a typed path
+# makes it load folders as it goes; Enter after a WAIT finds Save sensitive
+# (sandtop-exercise's NOTE_NAME).
+NOTE_NAME = "exercise-note.txt"
 STORE_PATH = "/home/user/demo/submissions.jsonl"
 BUTTON = (0x25, 0x63, 0xEB)
 GTK_SELECTED = (53, 132, 228)
@@ -132,7 +136,7 @@ class ExerciseModel:
             if shot.count(GTK_SELECTED) <= 2000:
                 return self.waiting("the save dialog")
             self.advance("closed")
-            return self.call([type_text(NOTE_PATH), keypress("ENTER"), WAIT, WAIT])
+            return self.call([type_text(NOTE_NAME), WAIT, keypress("ENTER"), WAIT, WAIT])
         if self.stage == "closed":
             if shot.count(GTK_SELECTED) > 2000:
                 return self.waiting("the save to finish", keypress("ENTER"))
