@@ -422,3 +422,78 @@ fn with_pool_a_matching_task_takes_a_pool_guest_and_another_boots_its_own() {
     assert!(o.status.success(), "{o:?}");
     assert_nothing_left(st);
 }
+
+#[test]
+fn ctrl_c_ends_the_run_under_way_skips_the_rest_and_removes_every_guest() {
+    if !skip::docker_guest() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let out = state.path().join("out");
+    // `long` waits 40 turns; the two after it are never begun.
+    let mut child = host_cli(state.path())
+        .arg("batch")
+        .arg(fixture("interrupt.jsonl"))
+        .arg("--out")
+        .arg(&out)
+        .args(["--parallel", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let trajectory = out.join("runs/long/trajectory.jsonl");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !std::fs::read_to_string(&trajectory).is_ok_and(|t| t.contains("\"kind\":\"ledger\"")) {
+        assert!(
+            std::time::Instant::now() < end,
+            "the first task's run never began"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "host-cli batch did not stop"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    eprintln!("{stderr}");
+    assert_eq!(status.code(), Some(130), "interrupted: {status:?}");
+    let r = results(&out);
+    assert_eq!(r["totals"]["interrupted"], 3, "{r:#}");
+    let long = task(&r, "long");
+    assert_eq!(long["status"], "interrupted", "{r:#}");
+    assert_eq!(long["ending"], "interrupted", "{r:#}");
+    assert!(
+        long["reason"].as_str().unwrap().contains("stopped after"),
+        "{r:#}"
+    );
+    assert!(long["steps"].as_u64().unwrap() >= 1, "{r:#}");
+    assert!(
+        long["steps"].as_u64().unwrap() < 40,
+        "the run went on: {r:#}"
+    );
+    // Its checks judge a finished run only; its folder and report stay.
+    assert_eq!(long["checks"], serde_json::json!([]), "{r:#}");
+    assert!(out.join(long["report"].as_str().unwrap()).is_file());
+    for id in ["after-1", "after-2"] {
+        let t = task(&r, id);
+        assert_eq!(t["status"], "interrupted", "{r:#}");
+        assert!(
+            t["reason"].as_str().unwrap().contains("before it began"),
+            "{r:#}"
+        );
+        assert!(t.get("run_folder").is_none(), "{r:#}");
+    }
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(html.contains("3 interrupted"), "{html}");
+    assert_nothing_left(state.path());
+}

@@ -20,6 +20,9 @@ pub enum Status {
     /// Sandtop could not run it (the guest did not boot, a setup step
     /// failed): not the agent's failure, but no pass either.
     Error,
+    /// The batch was stopped (Ctrl-C, SIGTERM) before the task's run
+    /// ended, or before it began: its checks were not run.
+    Interrupted,
 }
 
 impl Status {
@@ -30,6 +33,7 @@ impl Status {
             Status::Unsupported => "unsupported",
             Status::Skipped => "skipped",
             Status::Error => "error",
+            Status::Interrupted => "interrupted",
         }
     }
 }
@@ -112,6 +116,7 @@ pub struct Totals {
     pub unsupported: usize,
     pub skipped: usize,
     pub error: usize,
+    pub interrupted: usize,
 }
 
 pub fn totals(results: &[TaskResult]) -> Totals {
@@ -126,18 +131,29 @@ pub fn totals(results: &[TaskResult]) -> Totals {
             Status::Unsupported => t.unsupported += 1,
             Status::Skipped => t.skipped += 1,
             Status::Error => t.error += 1,
+            Status::Interrupted => t.interrupted += 1,
         }
     }
     t
 }
 
+/// The exit status of a batch that was stopped (as `host-cli run`'s).
+pub const INTERRUPTED: u8 = 130;
+
 /// The batch's exit status: 0 when every task that ran passed (the
 /// unsupported and skipped ones ran nothing), 1 when one failed or could
-/// not be run. Usage errors (a bad task file, bad options) are 2, before
-/// anything runs.
+/// not be run, [`INTERRUPTED`] when the batch was stopped before every
+/// task had ended. Usage errors (a bad task file, bad options) are 2,
+/// before anything runs.
 pub fn exit_status(results: &[TaskResult]) -> u8 {
     let t = totals(results);
-    if t.failed + t.error == 0 { 0 } else { 1 }
+    if t.interrupted > 0 {
+        INTERRUPTED
+    } else if t.failed + t.error == 0 {
+        0
+    } else {
+        1
+    }
 }
 
 /// The results file's body.
@@ -173,5 +189,11 @@ mod tests {
         assert_eq!(exit_status(&[r(Status::Error)]), 1);
         let t = totals(&[r(Status::Passed), r(Status::Failed), r(Status::Failed)]);
         assert_eq!((t.tasks, t.passed, t.failed), (3, 1, 2));
+        // A stopped batch says so whatever else came out.
+        assert_eq!(
+            exit_status(&[r(Status::Passed), r(Status::Failed), r(Status::Interrupted)]),
+            INTERRUPTED
+        );
+        assert_eq!(totals(&[r(Status::Interrupted)]).interrupted, 1);
     }
 }

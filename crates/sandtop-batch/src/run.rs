@@ -10,6 +10,11 @@
 //! also on errors). `parallel` runs that many tasks at once, each with its
 //! own guest. The end: `results.json` and `index.html` (one row a task,
 //! each linking its report, [`crate::table`]) in the output folder.
+//!
+//! Ctrl-C (or SIGTERM, SIGHUP) stops the batch: the runs under way end
+//! between operations, as `host-cli run`'s does, the tasks not begun are
+//! not begun, every guest is removed, and the results and the table are
+//! written with those tasks `interrupted` (exit 130).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -33,6 +38,7 @@ use sandtop_guest::session::{self, BackendKind, Store};
 use sandtop_hostkit::secret::Secret;
 use sandtop_hostkit::term;
 use sandtop_runfolder::items::ToolShape;
+use sandtop_runfolder::outcome::Ending;
 use sandtop_runfolder::trajectory::{Entry as Record, Recorder, Started};
 
 use crate::results::{self, Status, Summary, TaskResult};
@@ -74,6 +80,8 @@ pub struct BatchOptions {
 /// What every task of a batch shares.
 struct Shared {
     store: Store,
+    /// Set when the batch is stopped (a signal): shared by every run.
+    interrupt: Interrupt,
     /// The engine, when some task runs (none: nothing boots).
     docker: Option<DockerBackend>,
     key: Option<Secret>,
@@ -167,8 +175,11 @@ pub async fn run(a: BatchOptions) -> anyhow::Result<u8> {
             a.provider.key_var()
         );
     }
+    let interrupt = Interrupt::default();
+    watch_signals(&interrupt);
     let shared = Shared {
         store,
+        interrupt,
         docker,
         key,
         policy: a.approve_policy.clone(),
@@ -227,10 +238,34 @@ pub async fn run(a: BatchOptions) -> anyhow::Result<u8> {
         })
     );
     eprintln!(
-        "host-cli: {total} tasks in {:.1} s: {} passed, {} failed, {} unsupported, {} skipped, {} errors",
-        summary.wall_seconds, t.passed, t.failed, t.unsupported, t.skipped, t.error
+        "host-cli: {total} tasks in {:.1} s: {} passed, {} failed, {} unsupported, {} skipped, {} errors, \
+         {} interrupted",
+        summary.wall_seconds, t.passed, t.failed, t.unsupported, t.skipped, t.error, t.interrupted
     );
     Ok(results::exit_status(&results))
+}
+
+/// Stops the batch on Ctrl-C, SIGTERM or SIGHUP (once: a run under way
+/// still ends between operations and its guest is removed).
+fn watch_signals(interrupt: &Interrupt) {
+    let i = interrupt.clone();
+    tokio::spawn(async move {
+        if let Err(signal) =
+            sandtop_hostkit::signals::until_interrupted(std::future::pending::<()>()).await
+        {
+            eprintln!(
+                "\nhost-cli: stopping the batch ({signal}): the runs under way end, their \
+                 guests are removed, the tasks not begun are not begun"
+            );
+            i.trigger();
+        }
+    });
+}
+
+/// A task the batch was stopped before (or while) running.
+fn interrupted(r: &mut TaskResult, what: &str) {
+    r.status = Status::Interrupted;
+    r.reason = Some(format!("interrupted: {what}"));
 }
 
 fn now_ms() -> u64 {
@@ -255,6 +290,11 @@ async fn run_entry(shared: &Shared, e: &Entry) -> TaskResult {
                 "skipped: no API key ({}) and no scripted solution",
                 shared.args.provider.key_var()
             ));
+            r
+        }
+        Entry::Task(t) if shared.interrupt.is_set() => {
+            let mut r = TaskResult::new(&t.id, t.line, Status::Interrupted);
+            interrupted(&mut r, "the batch was stopped before it began");
             r
         }
         Entry::Task(t) => {
@@ -334,6 +374,10 @@ async fn on_guest(
     dir: &session::SessionDir,
     rec: &session::SessionRecord,
 ) -> anyhow::Result<()> {
+    if shared.interrupt.is_set() {
+        interrupted(r, "the batch was stopped while its guest booted");
+        return Ok(());
+    }
     let _lock = session::lock_session(dir)?;
     let mut channel = sandtop_guest::open_channel(dir, rec).await?;
     let container = rec
@@ -349,6 +393,10 @@ async fn on_guest(
         setup::run(&mut g, &t.setup).await?;
     }
     r.setup_seconds = t_setup.elapsed().as_secs_f64();
+    if shared.interrupt.is_set() {
+        interrupted(r, "the batch was stopped during its setup");
+        return Ok(());
+    }
     let run_dir = shared.out.join("runs").join(&t.id);
     let mut recorder = Recorder::create(&run_dir)?;
     r.run_folder = Some(run_dir.display().to_string());
@@ -382,7 +430,7 @@ async fn on_guest(
         &mut op,
         &mut recorder,
         opts,
-        Interrupt::default(),
+        shared.interrupt.clone(),
     )
     .with_progress(Progress::for_cli(true, None))
     .run(None)
@@ -393,6 +441,18 @@ async fn on_guest(
     r.input_tokens = outcome.usage.input_tokens;
     r.output_tokens = outcome.usage.output_tokens;
     r.total_tokens = outcome.usage.total_tokens;
+    if outcome.ending == Ending::Interrupted {
+        // Its checks would judge a run cut short: not run. The run folder
+        // and its report stay.
+        interrupted(
+            r,
+            &format!("the batch was stopped after {} step(s)", outcome.steps),
+        );
+        recorder.sync()?;
+        drop(recorder);
+        write_report(&run_dir, t, r);
+        return Ok(());
+    }
     let mut verdicts = Vec::new();
     for c in &t.checks {
         verdicts.push(checks::evaluate(&mut channel, c).await);
@@ -410,9 +470,14 @@ async fn on_guest(
     };
     r.reason = failed.map(|c| format!("check failed: {}: {}", c.what, c.detail));
     r.checks = verdicts;
-    // The run's own report, linked from the table.
+    write_report(&run_dir, t, r);
+    Ok(())
+}
+
+/// The run's own report, linked from the table.
+fn write_report(run_dir: &std::path::Path, t: &Task, r: &mut TaskResult) {
     let report = run_dir.join("report.html");
-    match sandtop_report::render(&run_dir, sandtop_report::Journal::None)
+    match sandtop_report::render(run_dir, sandtop_report::Journal::None)
         .and_then(|html| sandtop_report::write_new(&report, &html, false))
     {
         Ok(()) => r.report = Some(format!("runs/{}/report.html", t.id)),
@@ -422,7 +487,6 @@ async fn on_guest(
             term::safe_line(&format!("{e:#}"))
         ),
     }
-    Ok(())
 }
 
 /// The task's model and loop options: the real model with a key, else the

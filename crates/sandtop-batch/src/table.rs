@@ -21,8 +21,9 @@ pub fn page(s: &Summary<'_>) -> String {
         (
             "totals",
             format!(
-                "{} tasks: {} passed, {} failed, {} unsupported, {} skipped, {} errors",
-                t.tasks, t.passed, t.failed, t.unsupported, t.skipped, t.error
+                "{} tasks: {} passed, {} failed, {} unsupported, {} skipped, {} errors, \
+                 {} interrupted",
+                t.tasks, t.passed, t.failed, t.unsupported, t.skipped, t.error, t.interrupted
             ),
         ),
     ]));
@@ -32,7 +33,10 @@ pub fn page(s: &Summary<'_>) -> String {
     );
     for r in s.tasks {
         let ok = r.status == Status::Passed;
-        let neutral = matches!(r.status, Status::Unsupported | Status::Skipped);
+        let neutral = matches!(
+            r.status,
+            Status::Unsupported | Status::Skipped | Status::Interrupted
+        );
         let word = if neutral {
             format!("<span class=\"muted\">{}</span>", esc(r.status.word()))
         } else {
