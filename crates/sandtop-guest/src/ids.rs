@@ -80,6 +80,10 @@ pub fn check_guest_ids_unused() -> super::Result<()> {
 /// Where the session's `guest/` folder appears in the guest.
 pub const GUEST_MOUNT: &str = sandtop_protocol::session::GUEST_DIR;
 
+/// The guest's host name, in every guest: the Docker guest's container is
+/// created with it, the VM's init sets it (guest-vm/sandtop-vm-init).
+pub const GUEST_HOSTNAME: &str = "sandtop";
+
 #[cfg(test)]
 mod tests {
     use super::*;

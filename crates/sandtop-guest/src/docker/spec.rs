@@ -12,7 +12,7 @@ use bollard::models::{
 
 use super::{DockerBackend, STOP_GRACE_SECS, gc::session_labels};
 use crate::StartRequest;
-use crate::ids::{GUEST_GID, GUEST_MOUNT, GUEST_UID, guest_user};
+use crate::ids::{GUEST_GID, GUEST_HOSTNAME, GUEST_MOUNT, GUEST_UID, guest_user};
 use crate::session::SessionDir;
 use crate::session::guest_folder::{GuestFolder, engine_tmpfs_options};
 use sandtop_protocol::session::{EGRESS_SOCKET_NAME, EGRESS_SOCKET_PATH, TOKEN_NAME, TOKEN_PATH};
@@ -129,6 +129,11 @@ impl DockerBackend {
         };
         ContainerCreateBody {
             image: Some(self.image.clone()),
+            // Every guest the same name, as the VM's (guest-vm's
+            // sandtop-vm-init): not the container's id, which a shell's
+            // prompt shows, so that two guests' screens are the same and
+            // a replay matches its recording.
+            hostname: Some(GUEST_HOSTNAME.to_string()),
             user: Some(guest_user()),
             env: Some(vec![
                 format!("SANDTOP_SCREEN={}", req.screen),
@@ -198,6 +203,7 @@ mod tests {
         let h = &v["HostConfig"];
         assert_eq!(v["Image"], "img:test");
         assert_eq!(v["User"], "2000000000:2000000000");
+        assert_eq!(v["Hostname"], GUEST_HOSTNAME);
         // Nothing of the host's environment, no secret: only these two.
         assert_eq!(
             v["Env"],
