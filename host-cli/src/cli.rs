@@ -87,7 +87,9 @@ pub enum Command {
     View(crate::commands::view::ViewArgs),
     /// Replay a recorded run on a fresh guest (or --session) and compare
     /// each resulting screen with the recorded one; exit 0 when every
-    /// step matched, 7 at the first divergence (its step and regions).
+    /// step matched, 7 at the first divergence (its step and regions). A
+    /// batch task's run folder (its task.json) gets the task's network and
+    /// setup steps first.
     Replay(crate::replay::ReplayArgs),
     /// Serve guests to an MCP client (Claude Code, Claude Desktop, Codex
     /// CLI, VS Code, Cursor) over stdio: start/stop/list guests, `computer`,
@@ -424,7 +426,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(a) => crate::bench::run(a).await,
         Command::Report(a) => crate::commands::report::run(a),
         Command::View(a) => crate::commands::view::run(a).await,
-        Command::Replay(a) => crate::replay::replay(a).await,
+        // A task's run folder gets its setup first.
+        Command::Replay(a) => sandtop_batch::replay::replay(a).await,
         Command::Mcp(a) => crate::mcp::serve(*a).await,
     }
 }

@@ -497,3 +497,37 @@ fn ctrl_c_ends_the_run_under_way_skips_the_rest_and_removes_every_guest() {
     assert!(html.contains("3 interrupted"), "{html}");
     assert_nothing_left(state.path());
 }
+
+#[test]
+fn a_tasks_run_folder_replays_on_a_guest_set_up_as_the_task_was() {
+    if !skip::docker_guest() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let out = state.path().join("out");
+    let o = batch(state.path(), &fixture("replay.jsonl"), &out, 1);
+    assert_eq!(o.status.code(), Some(0), "the task passes");
+    let run = out.join("runs/note");
+    // The folder records the task (never its solution) ...
+    let task: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("task.json")).unwrap()).unwrap();
+    assert_eq!(task["setup"].as_array().unwrap().len(), 3, "{task:#}");
+    assert!(task.get("solution").is_none(), "{task:#}");
+    // ... and its replay writes the file and opens the editor first: the
+    // first screen is the recorded one (without the setup it is an empty
+    // desktop, and the replay diverges at step 1).
+    let r = host_cli(state.path())
+        .arg("replay")
+        .arg(&run)
+        .arg("-o")
+        .arg(state.path().join("replayed"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&r.stdout);
+    let err = String::from_utf8_lossy(&r.stderr);
+    eprintln!("{said}{err}");
+    assert_eq!(r.status.code(), Some(0), "{said}{err}");
+    assert!(said.contains("every step matched"), "{said}");
+    assert!(err.contains("its 3 setup step(s) ran"), "{err}");
+    assert_nothing_left(state.path());
+}

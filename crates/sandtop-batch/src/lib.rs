@@ -12,6 +12,9 @@
 //! - [`script`]: a task's scripted solution as the scripted model's
 //!   script (no key: the loop runs for real with fixed answers);
 //! - [`results`]: the results, their totals and the exit status;
+//! - [`replay`]: `host-cli replay` of a task's run folder: its setup
+//!   first, on a guest of its network, recorded in the folder's
+//!   `task.json`;
 //! - [`run`]: the batch itself (per task a guest, the setup, the loop,
 //!   the checks, the run's report; `results.json` and the HTML table of
 //!   [`table`] at the end), from the options `host-cli batch` read.
@@ -19,6 +22,7 @@
 pub mod checks;
 pub mod osworld;
 pub mod read;
+pub mod replay;
 pub mod results;
 pub mod run;
 pub mod script;

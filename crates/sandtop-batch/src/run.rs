@@ -400,6 +400,8 @@ async fn on_guest(
     let run_dir = shared.out.join("runs").join(&t.id);
     let mut recorder = Recorder::create(&run_dir)?;
     r.run_folder = Some(run_dir.display().to_string());
+    // What `host-cli replay` of this folder sets up first.
+    crate::replay::record(&run_dir, t)?;
     let (mut model, opts) = model_for(shared, t)?;
     r.model = Some(opts.model.clone());
     recorder.write(&Record::RunStarted(Box::new(Started {

@@ -106,6 +106,9 @@ impl Guest<'_> {
 
 /// Runs the steps in order; the first that fails stops the setup.
 pub async fn run(guest: &mut Guest<'_>, steps: &[Setup]) -> anyhow::Result<()> {
+    if guest.docker.is_some() {
+        desktop_complete(guest).await?;
+    }
     for (i, s) in steps.iter().enumerate() {
         step(guest, s)
             .await
@@ -166,6 +169,37 @@ async fn step(guest: &mut Guest<'_>, s: &Setup) -> anyhow::Result<()> {
         Setup::Sleep(secs) => tokio::time::sleep(Duration::from_secs_f64(*secs)).await,
     }
     Ok(())
+}
+
+/// The guest image's panel (guest-image/tint2), as the window manager
+/// lists it.
+pub const PANEL_TITLE: &str = "tint2";
+/// How long a task waits for the panel before its setup goes on without.
+const PANEL_WAIT: Duration = Duration::from_secs(30);
+
+/// Waits until the desktop is whole: its panel listed by the window
+/// manager. A guest answers actions before its panel has started (tint2
+/// runs at nice 10; ~1-3 s after `guest start` here), and a window
+/// launched meanwhile was placed over the panel's place in one run and
+/// beside it in another, so a run and its replay began on different
+/// screens. A guest whose image has no such panel waits
+/// [`PANEL_WAIT`], says so, and goes on.
+async fn desktop_complete(guest: &mut Guest<'_>) -> anyhow::Result<()> {
+    let end = Instant::now() + PANEL_WAIT;
+    loop {
+        if windows(guest).await?.iter().any(|t| t == PANEL_TITLE) {
+            return Ok(());
+        }
+        if Instant::now() >= end {
+            eprintln!(
+                "host-cli: the guest's panel ({PANEL_TITLE}) was not listed within {} s: \
+                 the task's setup goes on without it",
+                PANEL_WAIT.as_secs()
+            );
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// How often a setup step's browser call is tried when the daemon

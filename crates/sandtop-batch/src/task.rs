@@ -6,7 +6,7 @@
 //! cannot do (a program the guest lacks, an OSWorld evaluator it does not
 //! know) is no error: the task is [`Entry::Unsupported`], with the names.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use sandtop_egress::policy::NetworkMode;
@@ -27,7 +27,7 @@ pub const MAX_PUT_BYTES: usize = 1024 * 1024;
 pub const MAX_TURN_ACTIONS: usize = sandtop_protocol::limits::MAX_ACTIONS;
 
 /// One setup step, run in order before the model's first turn.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Setup {
     /// The daemon's browser opens this URL in its active tab (started on
@@ -55,7 +55,7 @@ pub enum Setup {
 }
 
 /// One check of the guest's state after the run (never a screenshot).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum CheckSpec {
     /// The file holds exactly `text` (optionally ignoring case, or all

@@ -78,14 +78,18 @@ pub struct ReplayArgs {
     pub guest: sandtop_guest::options::GuestArgs,
 }
 
-pub async fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
-    let plan = plan::plan(&a.run)?;
-    let screen = plan
-        .initial
+/// The screen a replay's guest gets: the recorded run's.
+pub fn screen_of(plan: &plan::Plan) -> Size {
+    plan.initial
         .as_ref()
         .map(|(_, m)| m.screen)
         .or_else(|| plan.inputs.iter().find_map(|i| i.expect.map(|m| m.screen)))
-        .unwrap_or(Size::new(1280, 800));
+        .unwrap_or(Size::new(1280, 800))
+}
+
+pub async fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
+    let plan = plan::plan(&a.run)?;
+    let screen = screen_of(&plan);
     let out = a.out.clone().unwrap_or_else(|| {
         a.run
             .join(format!("replay-{}", sandtop_guest::session::now_unix()))
