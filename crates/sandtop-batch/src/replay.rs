@@ -24,6 +24,9 @@ use crate::task::{CheckSpec, Entry, Setup, Task};
 
 /// The task's record in its run folder.
 pub const TASK_FILE: &str = "task.json";
+/// The largest record read back (a task file's lines have no limit, but
+/// its files are 1 MiB each at most).
+const MAX_RECORD_BYTES: u64 = 256 << 20;
 
 /// What [`TASK_FILE`] holds: a line of a task file in Sandtop's shape.
 #[derive(Debug, Serialize)]
@@ -66,9 +69,10 @@ pub fn recorded(run: &Path) -> anyhow::Result<Option<Task>> {
         path.display()
     );
     anyhow::ensure!(
-        meta.len() <= 4 * 1024 * 1024,
-        "{}: larger than a task can be",
-        path.display()
+        meta.len() <= MAX_RECORD_BYTES,
+        "{}: over {} MiB: not a task's record",
+        path.display(),
+        MAX_RECORD_BYTES >> 20
     );
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;

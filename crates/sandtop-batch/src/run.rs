@@ -301,8 +301,15 @@ async fn run_entry(shared: &Shared, e: &Entry) -> TaskResult {
             let t0 = Instant::now();
             let mut r = TaskResult::new(&t.id, t.line, Status::Error);
             if let Err(err) = run_task(shared, t, &mut r).await {
-                r.status = Status::Error;
-                r.reason = Some(sandtop_hostkit::chain::chain(err.as_ref()));
+                let why = sandtop_hostkit::chain::chain(err.as_ref());
+                if shared.interrupt.is_set() {
+                    // The signal reached what was under way too (a
+                    // guest's boot gives up on it).
+                    interrupted(&mut r, &format!("the batch was stopped ({why})"));
+                } else {
+                    r.status = Status::Error;
+                    r.reason = Some(why);
+                }
             }
             r.seconds = t0.elapsed().as_secs_f64();
             r
