@@ -118,6 +118,34 @@ fn unix_now() -> i64 {
         .as_secs() as i64
 }
 
+/// The session of a `guest snapshot` under way, once its QEMU runs.
+fn snapshot_session(store: &host_cli::session::Store) -> host_cli::session::SessionDir {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let found =
+            store.list().unwrap_or_default().into_iter().find(|(d, r)| {
+                d.name.starts_with("snapshot-") && r.qemu().is_some_and(|q| q.pid > 0)
+            });
+        if let Some((dir, _)) = found {
+            return dir;
+        }
+        assert!(Instant::now() < deadline, "no snapshot session appeared");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The command lines of the processes that name `folder`.
+fn processes_of(folder: &Path) -> Vec<String> {
+    let needle = folder.display().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&needle))
+        .collect()
+}
+
 fn p50(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
@@ -153,35 +181,59 @@ fn snapshot_clones_start_fast_each_with_its_own_random_state_clock_and_token() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let boot = loop {
-        let found =
-            store.list().unwrap_or_default().into_iter().find(|(d, r)| {
-                d.name.starts_with("snapshot-") && r.qemu().is_some_and(|q| q.pid > 0)
-            });
-        if let Some((dir, _)) = found {
-            break dir;
-        }
-        assert!(Instant::now() < deadline, "no snapshot session appeared");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let boot = snapshot_session(&store);
     std::thread::sleep(Duration::from_secs(1));
     killed.kill().unwrap();
     killed.wait().unwrap();
     let (out, _) = ok(cli().args(["guest", "gc"]));
     assert!(out.contains(&boot.name), "{out}");
     assert!(!boot.path.exists(), "{out}");
-    let needle = boot.path.display().to_string();
-    let left: Vec<String> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-        .filter(|c| c.contains(&needle))
-        .collect();
+    let left = processes_of(&boot.path);
     assert!(
         left.is_empty(),
         "processes of the killed snapshot left: {left:?}"
+    );
+
+    // 0b. One stopped by Ctrl-C during its boot ends at once (130) and
+    // leaves nothing, with no `guest gc`: no session, no QEMU, no partial
+    // state file.
+    let mut stopped = cli()
+        .args(["guest", "snapshot"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let boot = snapshot_session(&store);
+    std::thread::sleep(Duration::from_secs(1));
+    let pid = rustix::process::Pid::from_raw(stopped.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = stopped.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "guest snapshot did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut stopped.stderr.take().unwrap(), &mut said).unwrap();
+    assert_eq!(status.code(), Some(130), "{said}");
+    assert!(said.contains("interrupted by Ctrl-C"), "{said}");
+    assert!(!boot.path.exists(), "its session is left: {said}");
+    let left = processes_of(&boot.path);
+    assert!(
+        left.is_empty(),
+        "processes of the stopped snapshot left: {left:?}"
+    );
+    let files: Vec<_> = std::fs::read_dir(&snapshots)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        files.is_empty(),
+        "the stopped snapshot left files: {files:?}"
     );
 
     // 1. The snapshot.

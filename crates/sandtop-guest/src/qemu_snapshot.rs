@@ -311,6 +311,65 @@ fn random_hex() -> Result<String> {
 /// it after a kill of this command. Replaces the snapshot of the same
 /// identity and removes stale ones (of another image or QEMU).
 pub fn make(store: &Store, b: &QemuBackend, req: &StartRequest) -> Result<Snapshot> {
+    make_until(store, b, req, &Stop::default())
+}
+
+/// Stops a [`make_until`] from another thread (a signal's handler): its
+/// QEMU is killed, so every wait on it ends, and the snapshot's session
+/// and partial files are removed as after any failure.
+#[derive(Debug, Default)]
+pub struct Stop {
+    /// The signal that stopped it, once one has.
+    signal: std::sync::OnceLock<&'static str>,
+    /// Set (after `signal`) when stopped: with `qemu`, sequentially
+    /// consistent, so that a stop and a start cannot both miss the other.
+    stopped: std::sync::atomic::AtomicBool,
+    /// The QEMU's pid (its process group's) once started; 0 before.
+    qemu: std::sync::atomic::AtomicI32,
+}
+
+impl Stop {
+    /// Stops the snapshot (`signal` names why): now if its QEMU runs,
+    /// else before it starts.
+    pub fn stop(&self, signal: &'static str) {
+        let _ = self.signal.set(signal);
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let pid = self.qemu.load(std::sync::atomic::Ordering::SeqCst);
+        if pid > 0 {
+            super::qemu::kill_group(pid, rustix::process::Signal::KILL);
+        }
+    }
+
+    /// The error of a stopped snapshot, when it was stopped.
+    fn stopped(&self) -> Option<GuestError> {
+        self.stopped
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then(|| GuestError::Interrupted {
+                signal: self.signal.get().copied().unwrap_or("a signal"),
+            })
+    }
+
+    /// Records the QEMU started; whether the snapshot was stopped before
+    /// (then that QEMU is killed here).
+    fn started(&self, pid: i32) -> bool {
+        self.qemu.store(pid, std::sync::atomic::Ordering::SeqCst);
+        if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            super::qemu::kill_group(pid, rustix::process::Signal::KILL);
+            return true;
+        }
+        false
+    }
+}
+
+/// [`make`], which `stop` can end from another thread
+/// ([`GuestError::Interrupted`] then, with nothing of it left).
+pub fn make_until(
+    store: &Store,
+    b: &QemuBackend,
+    req: &StartRequest,
+    stop: &Stop,
+) -> Result<Snapshot> {
     let refuse = |why: &str| GuestError::Snapshot {
         why: why.into(),
         qemu_log: String::new(),
@@ -347,9 +406,12 @@ pub fn make(store: &Store, b: &QemuBackend, req: &StartRequest) -> Result<Snapsh
     remove_abandoned_partials(&folder);
     let name = format!("{SESSION_PREFIX}{}", &random_hex()?[..8]);
     let dir = store.create(&name)?;
-    let made = make_in(&dir, b, req, ident, &folder);
+    let made = make_in(&dir, b, req, ident, &folder, stop);
     let _ = store.remove(&dir);
-    let made = made?;
+    let made = match (made, stop.stopped()) {
+        (Err(_), Some(e)) => return Err(e),
+        (m, _) => m?,
+    };
     for old in list(&folder) {
         let stale = old.meta.identity.image != made.meta.identity.image
             || old.meta.identity.input_hash != made.meta.identity.input_hash
@@ -369,6 +431,7 @@ fn make_in(
     req: &StartRequest,
     identity: Identity,
     folder: &Path,
+    stop: &Stop,
 ) -> Result<Snapshot> {
     dir.write_owner()?;
     let mut r = req.clone();
@@ -386,6 +449,12 @@ fn make_in(
     let log = dir.path.join("qemu.log");
     let mut child = super::qemu::spawn(&mut cmd, &log, Stdio::null())?;
     let pid = child.id() as i32;
+    if stop.started(pid) {
+        let _ = child.wait();
+        return Err(stop
+            .stopped()
+            .unwrap_or(GuestError::Interrupted { signal: "a signal" }));
+    }
     let rec = SessionRecord {
         network: None,
         egress_pid: None,

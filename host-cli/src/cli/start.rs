@@ -78,8 +78,30 @@ pub(super) async fn snapshot(store: &Store, a: SnapshotArgs) -> anyhow::Result<E
     let backend = a.guest.qemu()?;
     let store = store.clone();
     let t = std::time::Instant::now();
-    let s = tokio::task::spawn_blocking(move || guest::qemu_snapshot::make(&store, &backend, &req))
-        .await??;
+    // Ctrl-C (SIGTERM, SIGHUP) stops it: its QEMU is killed, its session
+    // and partial files removed, before host-cli ends.
+    let stop = std::sync::Arc::new(guest::qemu_snapshot::Stop::default());
+    let making = {
+        let stop = std::sync::Arc::clone(&stop);
+        tokio::task::spawn_blocking(move || {
+            guest::qemu_snapshot::make_until(&store, &backend, &req, &stop)
+        })
+    };
+    tokio::pin!(making);
+    let s = match sandtop_hostkit::signals::until_interrupted(&mut making).await {
+        Ok(made) => made??,
+        Err(signal) => {
+            eprintln!("\nhost-cli: stopping the snapshot ({signal}): removing what it made");
+            stop.stop(signal);
+            match making.await? {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("host-cli: {e}");
+                    return Ok(ExitCode::from(130));
+                }
+            }
+        }
+    };
     if a.json {
         crate::out!(
             "{}",
