@@ -10,6 +10,24 @@ use serde_json::Value;
 pub const GTK_SELECTED: [u8; 3] = [53, 132, 228];
 /// Rows above this are the editor's title, menu and tab bars.
 const DIALOG_TOP: u32 = 100;
+/// The window manager's title bar of a maximised window (openbox's theme
+/// in guest-image: 22 rows).
+const TITLE_BAR_ROWS: u32 = 22;
+
+/// The pixels that show the windows' names ([`Frame::window_names`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowNames {
+    pub title: Vec<u8>,
+    pub panel: Option<Vec<u8>>,
+}
+
+impl WindowNames {
+    /// Whether both show something else than `before`: the title bar, and
+    /// the window list when `before` had one.
+    pub fn renamed_from(&self, before: &WindowNames) -> bool {
+        self.title != before.title && (before.panel.is_none() || self.panel != before.panel)
+    }
+}
 
 /// An RGB image decoded from a screenshot.
 #[derive(Debug, Clone)]
@@ -118,6 +136,31 @@ impl Frame {
             y0 -= 1;
         }
         (self.height - y0 >= 8).then_some((y0, self.height))
+    }
+
+    /// What shows the windows' names: the top window's title bar and the
+    /// panel's window list (the panel without its right quarter, where
+    /// the clock is; `None` without a panel). Both follow a window's name
+    /// some time after the window itself has changed (Firefox's title
+    /// seconds after its page under load; tint2 runs at nice 10), so a
+    /// script that moves on when the window's content changed can leave a
+    /// screen whose names are still the old ones, and a replay that waits
+    /// there sees them change.
+    pub fn window_names(&self) -> WindowNames {
+        let panel = self.panel().map(|(y0, y1)| {
+            let row = self.width as usize * 3;
+            let keep = self.width as usize * 3 / 4 * 3;
+            let mut out = Vec::with_capacity((y1 - y0) as usize * keep);
+            for y in y0..y1 {
+                let at = y as usize * row;
+                out.extend_from_slice(&self.rgb[at..at + keep]);
+            }
+            out
+        });
+        WindowNames {
+            title: self.rows(0, TITLE_BAR_ROWS).to_vec(),
+            panel,
+        }
     }
 
     /// The centres of the panel's launchers, left to right (the browser,

@@ -83,6 +83,10 @@ pub struct ExerciseScript {
     form_only: bool,
     /// The safety check was raised (on the first call).
     checked: bool,
+    /// The windows' names ([`Frame::window_names`]) before an input that
+    /// renames a window (the form's submission, the note's save): the
+    /// next stage ends only once they have changed.
+    names_before: Option<frame::WindowNames>,
 }
 
 /// How long the script waits for a window, in turns and in time. A `wait`
@@ -159,6 +163,7 @@ impl ExerciseScript {
             patience: Patience::DEFAULT,
             form_only,
             checked: false,
+            names_before: None,
         }
     }
 
@@ -240,6 +245,15 @@ impl ExerciseScript {
         Ok(self.call(actions, vec![]))
     }
 
+    /// Whether the windows' names differ from those before the stage's
+    /// input (true when there is nothing to compare).
+    fn renamed(&self, shot: Option<&Frame>) -> bool {
+        match (&self.names_before, shot) {
+            (Some(before), Some(s)) => s.window_names().renamed_from(before),
+            _ => true,
+        }
+    }
+
     /// The next stage: its clocks start now (every stage's first turn
     /// asks for its window, or needs none).
     fn advance(&mut self, stage: Stage) {
@@ -286,6 +300,7 @@ impl Script for ExerciseScript {
                     return self.waiting("the demo form", again).map(Some);
                 }
                 self.advance(Stage::WaitSaved);
+                self.names_before = shot.as_ref().map(Frame::window_names);
                 // The name field has autofocus; Tab walks the form.
                 self.call(
                     vec![
@@ -303,7 +318,9 @@ impl Script for ExerciseScript {
             }
             Stage::WaitSaved => {
                 let form_gone = shot.as_ref().is_some_and(|s| s.count(BUTTON) < 50);
-                if !form_gone {
+                // And the window's title and panel entry say so (the
+                // page's title, not the form's).
+                if !form_gone || !self.renamed(shot.as_ref()) {
                     return self.waiting("the saved page", None).map(Some);
                 }
                 if self.form_only {
@@ -340,6 +357,9 @@ impl Script for ExerciseScript {
                     return self.waiting("the save dialog", None).map(Some);
                 }
                 self.advance(Stage::WaitDialogClosed);
+                // The editor's panel entry still names the unsaved note
+                // (the title bar is the dialog's: any other passes).
+                self.names_before = shot.as_ref().map(Frame::window_names);
                 // Enter once the typed name has been drawn: the dialog
                 // turns its Save button (the default) sensitive when it
                 // has handled the name, and an Enter that came with the
@@ -367,6 +387,12 @@ impl Script for ExerciseScript {
                             self.patience.confirm_again_after,
                         )
                         .map(Some);
+                }
+                if !self.renamed(shot.as_ref()) {
+                    // The dialog has gone; the editor's title and panel
+                    // entry are to name the saved file. Nothing is pressed
+                    // (an Enter now would reach the note).
+                    return self.waiting("the saved note's name", None).map(Some);
                 }
                 self.advance(Stage::Done);
                 return self.next(request);
@@ -450,7 +476,7 @@ pub fn check_note(file: Option<&[u8]>) -> Check {
 mod tests {
     use base64::Engine as _;
 
-    use super::frame::GTK_SELECTED;
+    use super::frame::{GTK_SELECTED, WindowNames};
     use super::*;
 
     #[test]
@@ -501,6 +527,51 @@ mod tests {
                 _ => bg,
             }
         })
+    }
+
+    #[test]
+    fn a_window_is_renamed_when_its_title_bar_and_panel_entry_both_changed() {
+        // A window button on the panel (x 120..360) whose text is `entry`
+        // and a title bar whose text is `title` (a mark at that x).
+        let shot = |title: u32, entry: u32| {
+            let url = desktop(400, 300, move |x, y| {
+                if y < 22 && x == title {
+                    [255; 3]
+                } else {
+                    [40, 80, 160]
+                }
+            });
+            let mut f = Frame::from_data_url(&url).unwrap();
+            let at = ((300 - 15) * 400 + entry) as usize * 3;
+            f.rgb[at..at + 3].copy_from_slice(&[255; 3]);
+            f.window_names()
+        };
+        let before = shot(100, 150);
+        assert!(before.panel.is_some());
+        assert!(!shot(100, 150).renamed_from(&before), "nothing changed");
+        assert!(!shot(200, 150).renamed_from(&before), "only the title");
+        assert!(
+            !shot(100, 250).renamed_from(&before),
+            "only the panel entry"
+        );
+        assert!(shot(200, 250).renamed_from(&before), "both");
+        // The clock (the panel's right quarter) is no name.
+        let clock_only = {
+            let mut f = Frame::from_data_url(&desktop(400, 300, |_, _| [40, 80, 160])).unwrap();
+            let at = ((300 - 15) * 400 + 390) as usize * 3;
+            f.rgb[at..at + 3].copy_from_slice(&[1, 2, 3]);
+            f.window_names()
+        };
+        let plain = Frame::from_data_url(&desktop(400, 300, |_, _| [40, 80, 160]))
+            .unwrap()
+            .window_names();
+        assert_eq!(clock_only, plain);
+        // Without a panel before, the title bar decides.
+        let no_panel = WindowNames {
+            title: before.title.clone(),
+            panel: None,
+        };
+        assert!(shot(200, 150).renamed_from(&no_panel));
     }
 
     fn request_with(url: &str) -> Value {
