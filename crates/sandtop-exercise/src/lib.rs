@@ -45,11 +45,10 @@ pub const NOTE_TEXT: &str =
 pub const NOTE_PATH: &str = "/home/user/exercise-note.txt";
 /// What the exercise types into the Save dialog: the bare name, saved in
 /// the folder the dialog opens in (the editor runs in the guest user's
-/// home, `NOTE_PATH`'s folder). A typed path made the dialog load each
-/// folder as it was typed and show their completions; an Enter that came
-/// before it had settled was swallowed in some runs and not in others,
-/// and the script's second Enter then reached the editor in a replay
-/// that had not needed it.
+/// home, `NOTE_PATH`'s folder). A typed path also makes the dialog load
+/// and complete each folder as it is typed, one more thing an Enter can
+/// come before (the Enter itself waits for the typed name to be drawn:
+/// see the script's Save stage).
 pub const NOTE_NAME: &str = "exercise-note.txt";
 /// Where the demo app stores submissions, inside the guest.
 pub const STORE_PATH: &str = "/home/user/demo/submissions.jsonl";
