@@ -151,19 +151,13 @@ async fn step(guest: &mut Guest<'_>, s: &Setup) -> anyhow::Result<()> {
         }
         Setup::WaitWindow { title, timeout_s } => {
             let timeout = Duration::from_secs_f64(timeout_s.unwrap_or(30.0));
-            let end = Instant::now() + timeout;
-            loop {
-                let titles = windows(guest).await?;
-                if titles.iter().any(|t| t.contains(title.as_str())) {
-                    break;
-                }
-                if Instant::now() >= end {
-                    bail!(
-                        "no window titled {title:?} within {:.0} s (windows: {titles:?})",
-                        timeout.as_secs_f64()
-                    );
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
+            if let Err(titles) =
+                until_listed(guest, timeout, |t| t.contains(title.as_str())).await?
+            {
+                bail!(
+                    "no window titled {title:?} within {:.0} s (windows: {titles:?})",
+                    timeout.as_secs_f64()
+                );
             }
         }
         Setup::Sleep(secs) => tokio::time::sleep(Duration::from_secs_f64(*secs)).await,
@@ -185,18 +179,34 @@ const PANEL_WAIT: Duration = Duration::from_secs(30);
 /// screens. A guest whose image has no such panel waits
 /// [`PANEL_WAIT`], says so, and goes on.
 async fn desktop_complete(guest: &mut Guest<'_>) -> anyhow::Result<()> {
-    let end = Instant::now() + PANEL_WAIT;
+    if until_listed(guest, PANEL_WAIT, |t| t == PANEL_TITLE)
+        .await?
+        .is_err()
+    {
+        eprintln!(
+            "host-cli: the guest's panel ({PANEL_TITLE}) was not listed within {} s: \
+             the task's setup goes on without it",
+            PANEL_WAIT.as_secs()
+        );
+    }
+    Ok(())
+}
+
+/// Lists the guest's windows until one's title `matches` (`Ok(Ok)`), or
+/// `timeout` has passed (`Ok(Err)` with the titles last listed).
+async fn until_listed(
+    guest: &mut Guest<'_>,
+    timeout: Duration,
+    matches: impl Fn(&str) -> bool,
+) -> anyhow::Result<Result<(), Vec<String>>> {
+    let end = Instant::now() + timeout;
     loop {
-        if windows(guest).await?.iter().any(|t| t == PANEL_TITLE) {
-            return Ok(());
+        let titles = windows(guest).await?;
+        if titles.iter().any(|t| matches(t)) {
+            return Ok(Ok(()));
         }
         if Instant::now() >= end {
-            eprintln!(
-                "host-cli: the guest's panel ({PANEL_TITLE}) was not listed within {} s: \
-                 the task's setup goes on without it",
-                PANEL_WAIT.as_secs()
-            );
-            return Ok(());
+            return Ok(Err(titles));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
