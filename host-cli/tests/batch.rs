@@ -450,19 +450,8 @@ fn ctrl_c_ends_the_run_under_way_skips_the_rest_and_removes_every_guest() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
-    let t = std::time::Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t.elapsed() < std::time::Duration::from_secs(60),
-            "host-cli batch did not stop"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let status =
+        sandtop_testkit::command::interrupt(&mut child, std::time::Duration::from_secs(60));
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     eprintln!("{stderr}");

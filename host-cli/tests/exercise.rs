@@ -342,19 +342,7 @@ fn ctrl_c_stops_the_run_and_removes_the_guest_it_booted() {
         Some(child.id()),
         "host-cli should lead a session of its own (no controlling terminal)"
     );
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    let t = Instant::now();
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "host-cli did not stop"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = sandtop_testkit::command::interrupt(&mut child, Duration::from_secs(30));
     // 130: interrupted (128 + SIGINT, as shells report it).
     assert_eq!(status.code(), Some(130), "{status:?}");
     assert!(

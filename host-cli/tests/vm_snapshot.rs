@@ -205,19 +205,7 @@ fn snapshot_clones_start_fast_each_with_its_own_random_state_clock_and_token() {
         .unwrap();
     let boot = snapshot_session(&store);
     std::thread::sleep(Duration::from_secs(1));
-    let pid = rustix::process::Pid::from_raw(stopped.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
-    let t = Instant::now();
-    let status = loop {
-        if let Some(s) = stopped.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "guest snapshot did not stop"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = sandtop_testkit::command::interrupt(&mut stopped, Duration::from_secs(30));
     let mut said = String::new();
     std::io::Read::read_to_string(&mut stopped.stderr.take().unwrap(), &mut said).unwrap();
     assert_eq!(status.code(), Some(130), "{said}");

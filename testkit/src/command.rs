@@ -20,3 +20,25 @@ pub fn detached(program: impl AsRef<Path>) -> Command {
     }
     c
 }
+
+/// Sends `child` SIGINT (Ctrl-C, which a [`detached`] program never gets
+/// from a terminal) and waits for it to end; panics when it has not
+/// ended within `within`.
+pub fn interrupt(
+    child: &mut std::process::Child,
+    within: std::time::Duration,
+) -> std::process::ExitStatus {
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("a child's pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("sending SIGINT");
+    let t = std::time::Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().expect("waiting for the child") {
+            return s;
+        }
+        assert!(
+            t.elapsed() < within,
+            "the program did not stop within {within:?} of SIGINT"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
