@@ -21,7 +21,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use sandtop_protocol::Action;
 use serde::Deserialize;
 
@@ -232,22 +231,49 @@ pub enum PolicyAnswer {
     Deny,
 }
 
+/// Why an approval policy file was not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyFileError {
+    #[error("reading the approval policy {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the approval policy {} is invalid", path.display())]
+    Invalid {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// `member` is made inert for a terminal.
+    #[error(
+        "the approval policy {}: approve_browser_members: `{member}` is not a browser member",
+        path.display()
+    )]
+    NotAMember { path: PathBuf, member: String },
+}
+
 impl Policy {
-    pub fn load(path: &Path) -> anyhow::Result<Policy> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading the approval policy {}", path.display()))?;
-        let policy: Policy = serde_json::from_str(&text)
-            .with_context(|| format!("the approval policy {} is invalid", path.display()))?;
+    pub fn load(path: &Path) -> Result<Policy, PolicyFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let policy: Policy =
+            serde_json::from_str(&text).map_err(|source| PolicyFileError::Invalid {
+                path: path.to_path_buf(),
+                source,
+            })?;
         if let Some(m) = policy
             .approve_browser_members
             .iter()
             .find(|m| !crate::browser::toolset::is_member(m))
         {
-            anyhow::bail!(
-                "the approval policy {}: approve_browser_members: `{}` is not a browser member",
-                path.display(),
-                term::safe_line(m)
-            );
+            return Err(PolicyFileError::NotAMember {
+                path: path.to_path_buf(),
+                member: term::safe_line(m),
+            });
         }
         Ok(policy)
     }
@@ -640,7 +666,7 @@ impl Operator for Approvals {
                 Ok(None) => {}
                 Err(e) => {
                     return SignInAnswer::Decline {
-                        why: format!("{e:#}"),
+                        why: sandtop_hostkit::chain::chain(&e),
                     };
                 }
             }
@@ -789,9 +815,18 @@ impl Operator for Approvals {
     }
 }
 
+/// Why a screenshot was not marked.
+#[derive(Debug, thiserror::Error)]
+pub enum MarkError {
+    #[error("the screenshot to mark")]
+    Decode(#[from] sandtop_channel::image_check::DecodeError),
+    #[error("encoding the marked screenshot")]
+    Encode(#[from] png::EncodingError),
+}
+
 /// Draws a marker (a ring and a cross, red with a white outline) on every
 /// target of `actions` in a PNG screenshot; returns the new PNG.
-pub fn mark_targets(png_bytes: &[u8], actions: &[Action]) -> anyhow::Result<Vec<u8>> {
+pub fn mark_targets(png_bytes: &[u8], actions: &[Action]) -> Result<Vec<u8>, MarkError> {
     // Decoded with the reply decoder's limits (8-bit RGB, bounded size,
     // allocations checked before they happen).
     let img = sandtop_channel::image_check::decode_png_within(

@@ -1,7 +1,8 @@
 //! What every command that starts the loop on a guest shares (`host-cli
 //! run`, `exercise`, `batch`): the model's API ([`Provider`]), the default
 //! instructions, the run's new folder, the operator, the control socket
-//! the live view attaches to, Ctrl-C, and how a run's end is shown (the
+//! the live view attaches to, Ctrl-C (both in [`Attended`]), and how a
+//! run's end is shown (the
 //! summary, the exit status, the hint to resume an unknown outcome).
 
 use std::path::{Path, PathBuf};
@@ -16,7 +17,7 @@ pub mod task;
 
 use crate::approve::{Approvals, Policy, Terminal};
 use crate::progress::Progress;
-use crate::runner::Interrupt;
+use crate::runner::{Interrupt, Resume, RunOptions, Runner};
 use crate::sign_in::rules::Credentials;
 use sandtop_runfolder::outcome::{Ending, Outcome};
 
@@ -81,7 +82,7 @@ pub fn create_run(
     root: &Path,
     explicit: Option<PathBuf>,
     session: &str,
-) -> anyhow::Result<Recorder> {
+) -> sandtop_runfolder::Result<Recorder> {
     match explicit {
         Some(dir) => Recorder::create(&dir),
         None => {
@@ -91,6 +92,77 @@ pub fn create_run(
                 .unwrap_or(0);
             Recorder::create_unique(&root.join("runs").join(format!("{session}-{now}")))
         }
+    }
+}
+
+/// A run on this terminal (`host-cli run`, `exercise`): Ctrl-C watched,
+/// the control socket served for `host-cli view` (the operator's
+/// questions go there too), and at the end the view told how the run
+/// ended and the outcome printed. The two commands differ only in what
+/// they set up before the loop and check after it.
+pub struct Attended {
+    interrupt: Interrupt,
+    control: Option<FinishOnDrop>,
+    run: PathBuf,
+}
+
+impl std::fmt::Debug for Attended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attended")
+            .field("run", &self.run)
+            .field("viewed", &self.control.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Attended {
+    /// Watches Ctrl-C and serves the control socket of the run in `run`
+    /// on session `session` (folder `session_dir`); the view becomes one
+    /// of `op`'s ways to answer.
+    pub async fn begin(
+        op: &mut Approvals,
+        (session_dir, session): (&Path, &str),
+        run: &Path,
+        opts: &RunOptions,
+    ) -> Attended {
+        let interrupt = Interrupt::default();
+        watch_ctrl_c(&interrupt);
+        let control = serve_control(session_dir, session, run, &opts.task, opts.max_steps).await;
+        op.view = control.as_ref().map(|c| c.0.clone());
+        Attended {
+            interrupt,
+            control,
+            run: run.to_path_buf(),
+        }
+    }
+
+    /// Whether nobody can answer a safety check of `op`'s: no terminal,
+    /// no policy file and no viewer connected.
+    pub fn unanswered(op: &Approvals) -> bool {
+        op.terminal.is_none()
+            && op.policy.is_none()
+            && op.view.as_ref().is_none_or(|v| v.viewers() == 0)
+    }
+
+    /// What stops the run: give it to [`Runner::new`].
+    pub fn interrupt(&self) -> Interrupt {
+        self.interrupt.clone()
+    }
+
+    /// Runs `runner` (from the start, or from `resume`), tells the view
+    /// how it ended and prints the outcome.
+    pub async fn run(self, runner: Runner<'_>, resume: Option<Resume>) -> anyhow::Result<Outcome> {
+        let mut runner = match &self.control {
+            Some(c) => runner.with_control(c.0.clone()),
+            None => runner,
+        };
+        let outcome = runner.run(resume).await?;
+        let mut progress = runner.into_progress();
+        if let Some(c) = &self.control {
+            c.0.finish(&ending_word(outcome.ending));
+        }
+        print_outcome(&outcome, &self.run, &mut progress);
+        Ok(outcome)
     }
 }
 
@@ -106,6 +178,16 @@ pub fn watch_ctrl_c(interrupt: &Interrupt) {
     });
 }
 
+/// Why a run's operator could not be set up: its policy file or its
+/// credentials file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    #[error(transparent)]
+    Policy(#[from] crate::approve::PolicyFileError),
+    #[error(transparent)]
+    Credentials(#[from] crate::sign_in::rules::CredentialsError),
+}
+
 /// The operator of a run on this terminal: an approval policy file, the
 /// scripted model's checks approved (the offline exercise only), a
 /// credentials file for sign-ins.
@@ -113,7 +195,7 @@ pub fn operator(
     policy: Option<&PathBuf>,
     scripted_checks: bool,
     credentials: Option<&PathBuf>,
-) -> anyhow::Result<Approvals> {
+) -> Result<Approvals, OperatorError> {
     Ok(Approvals {
         policy: policy.map(|p| Policy::load(p)).transpose()?,
         terminal: Terminal::open().map(|t| std::sync::Arc::new(std::sync::Mutex::new(t))),

@@ -141,12 +141,12 @@ enum Attempt {
 }
 
 /// The HTTP client both model APIs are called with.
-fn http_client() -> anyhow::Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
+fn http_client() -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .timeout(Duration::from_secs(600))
         .user_agent(concat!("sandtop-host-cli/", env!("CARGO_PKG_VERSION")))
-        .build()?)
+        .build()
 }
 
 /// Sends a request to a model API (authorised with `key`, which no error
@@ -251,7 +251,11 @@ where
 
 impl OpenAiModel {
     /// A client for `OPENAI_BASE_URL` (or the default).
-    pub fn new(key: Secret, stream: bool, retry: RetryPolicy) -> anyhow::Result<OpenAiModel> {
+    pub fn new(
+        key: Secret,
+        stream: bool,
+        retry: RetryPolicy,
+    ) -> Result<OpenAiModel, reqwest::Error> {
         OpenAiModel::with_base_url(key, &base_url(), stream, retry)
     }
 
@@ -261,7 +265,7 @@ impl OpenAiModel {
         base: &str,
         stream: bool,
         retry: RetryPolicy,
-    ) -> anyhow::Result<OpenAiModel> {
+    ) -> Result<OpenAiModel, reqwest::Error> {
         Ok(OpenAiModel {
             client: http_client()?,
             url: format!("{}/responses", base.trim_end_matches('/')),

@@ -731,8 +731,9 @@ impl<'a> Runner<'a> {
     fn save_shot(&mut self, step: u32, what: &str, shot: &Screenshot) -> anyhow::Result<String> {
         let bytes = base64::engine::general_purpose::STANDARD.decode(&shot.data)?;
         let ext = shot.format.extension();
-        self.recorder
-            .save_image(&format!("step-{step:03}-{}.{ext}", safe_name(what)), &bytes)
+        Ok(self
+            .recorder
+            .save_image(&format!("step-{step:03}-{}.{ext}", safe_name(what)), &bytes)?)
     }
 
     fn finish(

@@ -93,7 +93,7 @@ pub fn recorded(run: &Path) -> anyhow::Result<Option<Task>> {
 /// module docs); any other run folder is replayed as it is.
 pub async fn replay(mut a: ReplayArgs) -> anyhow::Result<ExitCode> {
     let Some(task) = recorded(&a.run)? else {
-        return sandtop_replay::replay(a).await;
+        return Ok(sandtop_replay::replay(a).await?);
     };
     if a.session.is_some() {
         eprintln!(
@@ -102,7 +102,7 @@ pub async fn replay(mut a: ReplayArgs) -> anyhow::Result<ExitCode> {
             sandtop_hostkit::term::safe_line(&task.id),
             task.setup.len()
         );
-        return sandtop_replay::replay(a).await;
+        return Ok(sandtop_replay::replay(a).await?);
     }
     let plan = sandtop_replay::plan::plan(&a.run)?;
     let network: sandtop_egress::policy::NetworkMode = task
@@ -149,7 +149,7 @@ pub async fn replay(mut a: ReplayArgs) -> anyhow::Result<ExitCode> {
                 task.setup.len()
             );
             a.session = Some(rec.name.clone());
-            sandtop_replay::replay(a).await
+            sandtop_replay::replay(a).await.map_err(anyhow::Error::from)
         }
         Err(e) => Err(e.context(format!("task {}: its setup on the replay's guest", task.id))),
     };

@@ -493,7 +493,7 @@ fn write_report(run_dir: &std::path::Path, t: &Task, r: &mut TaskResult) {
         Err(e) => eprintln!(
             "host-cli: task {}: no report: {}",
             term::safe_line(&t.id),
-            term::safe_line(&format!("{e:#}"))
+            term::safe_line(&sandtop_hostkit::chain::chain(&e))
         ),
     }
 }

@@ -7,15 +7,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use sandtop_agent::launch::{
-    Provider, create_run, ending_word, exit_status, operator, print_outcome, serve_control,
-    watch_ctrl_c,
-};
+use sandtop_agent::launch::{Attended, Provider, create_run, exit_status, operator};
 use sandtop_agent::model::Model;
 use sandtop_agent::model::anthropic::ComputerTool;
 use sandtop_agent::model::anthropic::scripted::ScriptedMessages;
 use sandtop_agent::progress::{EventsFormat, Progress};
-use sandtop_agent::runner::{Interrupt, Runner};
+use sandtop_agent::runner::Runner;
 use sandtop_agent::sign_in::rules::Credentials;
 use sandtop_guest::docker::DockerBackend;
 use sandtop_guest::options::GuestArgs;
@@ -216,20 +213,14 @@ async fn exercise_on(
         a.approve_scripted_checks,
         credentials_path.as_ref(),
     )?;
-    let control = serve_control(&dir.path, &rec.name, &run, &opts.task, opts.max_steps).await;
-    op.view = control.as_ref().map(|c| c.0.clone());
-    if op.terminal.is_none()
-        && op.policy.is_none()
-        && !a.approve_scripted_checks
-        && op.view.as_ref().is_none_or(|v| v.viewers() == 0)
-    {
+    let attended = Attended::begin(&mut op, (&dir.path, &rec.name), &run, &opts).await;
+    if Attended::unanswered(&op) && !a.approve_scripted_checks {
         eprintln!(
             "host-cli: no terminal or view to approve the exercise's safety check on; pass --approve-scripted-checks"
         );
     }
-    let interrupt = Interrupt::default();
-    watch_ctrl_c(&interrupt);
-    let mut runner = Runner::new(
+    let interrupt = attended.interrupt();
+    let runner = Runner::new(
         model.as_mut(),
         &mut channel,
         &mut op,
@@ -238,15 +229,7 @@ async fn exercise_on(
         interrupt,
     )
     .with_progress(Progress::for_cli(a.quiet, a.events));
-    if let Some(c) = &control {
-        runner = runner.with_control(c.0.clone());
-    }
-    let outcome = runner.run(None).await?;
-    let mut progress = runner.into_progress();
-    if let Some(c) = &control {
-        c.0.finish(&ending_word(outcome.ending));
-    }
-    print_outcome(&outcome, &run, &mut progress);
+    let outcome = attended.run(runner, None).await?;
     if !outcome.ending.success() {
         // The run's own exit code: 3 when a check was denied, 130 on
         // Ctrl-C, 4 for a budget, as `host-cli run` with a model.

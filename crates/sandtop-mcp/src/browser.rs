@@ -97,7 +97,7 @@ impl Server {
                 return Err(format!("reading the browser's state: {e}"));
             }
         };
-        let log = |e: anyhow::Error| format!("{e:#}");
+        let log = |e: sandtop_runfolder::Error| sandtop_hostkit::chain::chain(&e);
         let (step, call_id) = journal
             .begin(json!({
                 "type": "function_call",

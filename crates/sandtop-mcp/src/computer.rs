@@ -308,7 +308,7 @@ impl Server {
             () = ctx.ct.cancelled() => Err(ChannelError::Http("the call was cancelled by the client".into())),
             () = progress(ctx, "the batch is running") => unreachable!("progress never ends"),
         };
-        let log = |e: anyhow::Error| format!("{e:#}");
+        let log = |e: sandtop_runfolder::Error| sandtop_hostkit::chain::chain(&e);
         match r {
             Ok(reply) => {
                 let shot = reply

@@ -25,7 +25,7 @@ pub struct Journal {
 }
 
 impl Journal {
-    pub fn create(dir: &Path, session: Option<&str>) -> anyhow::Result<Journal> {
+    pub fn create(dir: &Path, session: Option<&str>) -> sandtop_runfolder::Result<Journal> {
         let mut rec = Recorder::create(dir)?;
         rec.write(&Entry::RunStarted(Box::new(Started {
             task: "MCP server session (host-cli mcp): the client's tool calls".into(),
@@ -45,7 +45,7 @@ impl Journal {
 
     /// Opens the next step with the client's call (`item`, a Responses
     /// API output item); returns the step and its call id.
-    pub fn begin(&mut self, item: Value) -> anyhow::Result<(u32, String)> {
+    pub fn begin(&mut self, item: Value) -> sandtop_runfolder::Result<(u32, String)> {
         self.step += 1;
         let step = self.step;
         let call_id = format!("mcp_{step:04}");
@@ -68,7 +68,7 @@ impl Journal {
         index: Option<usize>,
         code: ErrorCode,
         reason: &str,
-    ) -> anyhow::Result<()> {
+    ) -> sandtop_runfolder::Result<()> {
         self.failures += 1;
         self.rec.write(&Entry::Refused {
             step,
@@ -88,7 +88,7 @@ impl Journal {
         member: Option<&str>,
         approved: Result<(), &str>,
         by: &str,
-    ) -> anyhow::Result<()> {
+    ) -> sandtop_runfolder::Result<()> {
         let entry = match member {
             Some(m) => Entry::BrowserApproval {
                 step,
@@ -119,7 +119,7 @@ impl Journal {
         call_id: &str,
         state: LedgerState,
         detail: Value,
-    ) -> anyhow::Result<()> {
+    ) -> sandtop_runfolder::Result<()> {
         match state {
             LedgerState::Done => self.completed.push(call_id.to_string()),
             LedgerState::Failed | LedgerState::Unknown => self.failures += 1,
@@ -135,7 +135,7 @@ impl Journal {
         call_id: Option<&str>,
         png: &[u8],
         map: ScaleMap,
-    ) -> anyhow::Result<()> {
+    ) -> sandtop_runfolder::Result<()> {
         let name = match call_id {
             Some(c) => format!("step-{step:03}-{c}.png"),
             None => format!("shot-{step:03}-{}.png", self.rec_count()),
@@ -170,7 +170,7 @@ impl Journal {
         source: Option<&str>,
         option: Option<String>,
         why: Option<String>,
-    ) -> anyhow::Result<()> {
+    ) -> sandtop_runfolder::Result<()> {
         if status == "submitted" {
             self.completed.push(call_id.to_string());
         }
@@ -187,7 +187,7 @@ impl Journal {
     }
 
     /// What a browser call answered (no image data).
-    pub fn output(&mut self, step: u32, item: Value) -> anyhow::Result<()> {
+    pub fn output(&mut self, step: u32, item: Value) -> sandtop_runfolder::Result<()> {
         self.rec.write(&Entry::CallOutput { step, item })?;
         self.rec.sync()
     }
@@ -198,7 +198,7 @@ impl Journal {
     }
 
     /// The end of the server session.
-    pub fn finish(&mut self, message: &str) -> anyhow::Result<()> {
+    pub fn finish(&mut self, message: &str) -> sandtop_runfolder::Result<()> {
         self.rec.write(&Entry::RunFinished(Box::new(Finished {
             ending: Ending::Finished,
             message: message.to_string(),

@@ -209,7 +209,9 @@ impl Server {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, String> {
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
-        let log = |e: anyhow::Error| format!("{e:#}");
+        fn log(e: impl Into<anyhow::Error>) -> String {
+            format!("{:#}", e.into())
+        }
         let mut st = self.state.lock().await;
         // The answer round of 2026-07-28: the page is up already.
         if let Some(state) = &request.request_state {
@@ -317,7 +319,10 @@ impl Server {
                 Ok(Some(a)) => Some(a),
                 Ok(None) => None,
                 Err(e) => Some(Answer::Decline {
-                    why: format!("the credentials file could not be read ({e:#})"),
+                    why: format!(
+                        "the credentials file could not be read ({})",
+                        sandtop_hostkit::chain::chain(&e)
+                    ),
                 }),
             },
             None => None,

@@ -22,13 +22,15 @@
 //!    compared step matched; 1 on an error.
 
 pub mod diff;
+mod error;
 pub mod plan;
+
+pub use error::Error;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use clap::Args;
 use sandtop_protocol::{BatchRequest, Rect, ScaleMap, Screenshot, ScreenshotOptions, Size};
 
@@ -87,15 +89,15 @@ pub fn screen_of(plan: &plan::Plan) -> Size {
         .unwrap_or(Size::new(1280, 800))
 }
 
-pub async fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
+pub async fn replay(a: ReplayArgs) -> Result<ExitCode, Error> {
     let plan = plan::plan(&a.run)?;
     let screen = screen_of(&plan);
     let out = a.out.clone().unwrap_or_else(|| {
         a.run
             .join(format!("replay-{}", sandtop_guest::session::now_unix()))
     });
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let store = Store::open()?;
+    std::fs::create_dir_all(&out).map_err(Error::io(format!("creating {}", out.display())))?;
+    let store = Store::open().map_err(sandtop_guest::GuestError::from)?;
     let t0 = Instant::now();
     let (dir, rec, booted) = session_for(
         &store,
@@ -107,7 +109,7 @@ pub async fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
     )
     .await?;
     let result = async {
-        let _lock = lock_session(&dir)?;
+        let _lock = lock_session(&dir).map_err(sandtop_guest::GuestError::from)?;
         let mut ch = sandtop_guest::open_channel(&dir, &rec).await?;
         Replayer {
             run: &a.run,
@@ -162,7 +164,7 @@ enum Compared {
 
 impl Replayer<'_> {
     /// Replays; the step that diverged, if one did.
-    async fn run(&self, ch: &mut Channel) -> anyhow::Result<Option<u32>> {
+    async fn run(&self, ch: &mut Channel) -> Result<Option<u32>, Error> {
         let clock = self.clock(ch, self.plan.started_ms).await?;
         let result = self.steps(ch, clock).await;
         if clock {
@@ -176,15 +178,13 @@ impl Replayer<'_> {
 
     /// Shows the guest's programs the recorded time `at` (when the
     /// recording has one); whether the guest keeps a fake clock.
-    async fn clock(&self, ch: &mut Channel, at: Option<u64>) -> anyhow::Result<bool> {
+    async fn clock(&self, ch: &mut Channel, at: Option<u64>) -> Result<bool, Error> {
         let Some(t) = at else {
             return Ok(true);
         };
-        match ch
-            .set_clock(Some(t))
-            .await
-            .context("setting the guest's clock to the recorded time")?
-        {
+        match ch.set_clock(Some(t)).await.map_err(Error::daemon(
+            "setting the guest's clock to the recorded time",
+        ))? {
             Some(_) => Ok(true),
             None => {
                 sandtop_hostkit::out!(
@@ -196,7 +196,7 @@ impl Replayer<'_> {
         }
     }
 
-    async fn steps(&self, ch: &mut Channel, mut clock: bool) -> anyhow::Result<Option<u32>> {
+    async fn steps(&self, ch: &mut Channel, mut clock: bool) -> Result<Option<u32>, Error> {
         self.settle(ch).await?;
         let inputs = &self.plan.inputs;
         let mut k = 0;
@@ -220,11 +220,12 @@ impl Replayer<'_> {
             if clock {
                 clock = self.clock(ch, input.at_ms).await?;
             }
-            let reply = ch.act(&req).await.with_context(|| {
-                format!(
+            let reply = ch.act(&req).await.map_err(|source| Error::Daemon {
+                doing: format!(
                     "step {} ({}): the daemon refused the recorded actions",
                     input.step, input.who
-                )
+                ),
+                source,
             })?;
             let Some(_) = &input.after else {
                 k += 1;
@@ -293,7 +294,7 @@ impl Replayer<'_> {
 
     /// Waits until the screen stops changing (the panel drawn, windows
     /// mapped), at most the patience's cap.
-    async fn settle(&self, ch: &mut Channel) -> anyhow::Result<()> {
+    async fn settle(&self, ch: &mut Channel) -> Result<(), Error> {
         let end = Instant::now() + self.patience.cap;
         let mut last = grab(ch, ScreenshotOptions::default()).await?;
         while Instant::now() < end {
@@ -320,7 +321,7 @@ impl Replayer<'_> {
         shot: Screenshot,
         k: usize,
         options: ScreenshotOptions,
-    ) -> anyhow::Result<Compared> {
+    ) -> Result<Compared, Error> {
         let inputs = &self.plan.inputs;
         let mut recorded = Vec::new();
         let space = |i: &plan::Input| i.expect.map(|m| m.image);
@@ -337,7 +338,8 @@ impl Replayer<'_> {
         loop {
             let mut first = None;
             for (j, rec) in &recorded {
-                let d = diff::compare(&now.1, rec, &ignore).map_err(anyhow::Error::msg)?;
+                let d = diff::compare(&now.1, rec, &ignore)
+                    .map_err(|why| Error::screenshot("comparing the screens", why))?;
                 if d.matches() {
                     return Ok(Compared::Same(*j, Box::new(now.0)));
                 }
@@ -348,11 +350,9 @@ impl Replayer<'_> {
                 let replayed = sandtop_report::replayed_name(step, who);
                 save(self.out, &replayed, &now.0)?;
                 let file = inputs[k].after.as_deref().unwrap_or_default();
-                std::fs::copy(
-                    self.run.join(file),
-                    self.out
-                        .join(replayed.replace("-replayed.png", "-recorded.png")),
-                )?;
+                let recorded_copy = replayed.replace("-replayed.png", "-recorded.png");
+                std::fs::copy(self.run.join(file), self.out.join(&recorded_copy))
+                    .map_err(Error::io(format!("copying {file} to {recorded_copy}")))?;
                 return Ok(Compared::Diverged(
                     first.map(|d| d.regions).unwrap_or_default(),
                     wait.waited(Instant::now()),
@@ -378,15 +378,16 @@ impl Replayer<'_> {
         out
     }
 
-    fn recorded(&self, file: &str, size: Size) -> anyhow::Result<Rgb8> {
+    fn recorded(&self, file: &str, size: Size) -> Result<Rgb8, Error> {
         if file.contains('/') || !file.ends_with(".png") {
-            anyhow::bail!(
-                "the recording's screenshot `{file}` is not a PNG of the run folder (replay compares PNG screenshots)"
-            );
+            return Err(Error::screenshot(
+                &format!("the recording's screenshot `{file}`"),
+                "not a PNG of the run folder (replay compares PNG screenshots)",
+            ));
         }
         let bytes = std::fs::read(self.run.join(file))
-            .with_context(|| format!("reading {file} from the run folder"))?;
-        decode_png(&bytes, size).map_err(|e| anyhow::anyhow!("{file}: {e}"))
+            .map_err(Error::io(format!("reading {file} from the run folder")))?;
+        decode_png(&bytes, size).map_err(|e| Error::screenshot(file, e))
     }
 }
 
@@ -534,21 +535,25 @@ fn to_image(map: &ScaleMap, c: Rect) -> Option<Rect> {
     })
 }
 
-async fn grab(ch: &mut Channel, options: ScreenshotOptions) -> anyhow::Result<(Screenshot, Rgb8)> {
-    let s = ch.screenshot(&options).await?.screenshot;
+async fn grab(ch: &mut Channel, options: ScreenshotOptions) -> Result<(Screenshot, Rgb8), Error> {
+    let s = ch
+        .screenshot(&options)
+        .await
+        .map_err(Error::daemon("taking a screenshot of the replay's guest"))?
+        .screenshot;
     let img = decode(&s)?;
     Ok((s, img))
 }
 
-fn decode(s: &Screenshot) -> anyhow::Result<Rgb8> {
-    let bytes = check_screenshot(s).map_err(anyhow::Error::msg)?;
-    decode_png(&bytes, Size::new(s.width, s.height))
-        .map_err(|e| anyhow::anyhow!("the replay's screenshot: {e}"))
+fn decode(s: &Screenshot) -> Result<Rgb8, Error> {
+    let what = "the replay's screenshot";
+    let bytes = check_screenshot(s).map_err(|why| Error::screenshot(what, why))?;
+    decode_png(&bytes, Size::new(s.width, s.height)).map_err(|e| Error::screenshot(what, e))
 }
 
-fn save(dir: &Path, name: &str, s: &Screenshot) -> anyhow::Result<()> {
-    let bytes = check_screenshot(s).map_err(anyhow::Error::msg)?;
-    std::fs::write(dir.join(name), bytes).with_context(|| format!("writing {name}"))
+fn save(dir: &Path, name: &str, s: &Screenshot) -> Result<(), Error> {
+    let bytes = check_screenshot(s).map_err(|why| Error::screenshot(name, why))?;
+    std::fs::write(dir.join(name), bytes).map_err(Error::io(format!("writing {name}")))
 }
 
 #[cfg(test)]

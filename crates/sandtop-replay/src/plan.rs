@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context as _, bail};
+use crate::Error;
 use sandtop_protocol::{Action, ScaleMap, ScreenshotOptions};
 use serde_json::Value;
 
@@ -48,7 +48,7 @@ pub struct Plan {
 /// failed, unknown) are not replayed: the plan ends before the first.
 /// Browser and file calls are not desktop input and are left out (what
 /// they changed on the screen then shows as a divergence).
-pub fn plan(run: &Path) -> anyhow::Result<Plan> {
+pub fn plan(run: &Path) -> Result<Plan, Error> {
     let entries = read_trajectory_timed(run)?;
     let mut screenshot = ScreenshotOptions::default();
     let mut initial = None;
@@ -81,7 +81,10 @@ pub fn plan(run: &Path) -> anyhow::Result<Plan> {
                     continue;
                 }
                 let actions: Vec<Action> = serde_json::from_value(detail["actions"].clone())
-                    .with_context(|| format!("the actions of call {call_id} (step {step})"))?;
+                    .map_err(|e| Error::Recorded {
+                        what: format!("the actions of call {call_id} (step {step})"),
+                        why: e.to_string(),
+                    })?;
                 let expect = serde_json::from_value(detail["expect_scale_map"].clone()).ok();
                 pending.push(Input {
                     step,
@@ -123,8 +126,12 @@ pub fn plan(run: &Path) -> anyhow::Result<Plan> {
                 ok: true,
                 ..
             } => {
-                let actions = sandtop_control::line::parse_actions(&actions)
-                    .map_err(|e| anyhow::anyhow!("the operator's actions at step {step}: {e}"))?;
+                let actions = sandtop_control::line::parse_actions(&actions).map_err(|why| {
+                    Error::Recorded {
+                        what: format!("the operator's actions at step {step}"),
+                        why,
+                    }
+                })?;
                 inputs.push(Input {
                     step,
                     who: "operator".into(),
@@ -147,10 +154,9 @@ pub fn plan(run: &Path) -> anyhow::Result<Plan> {
         }
     }
     if inputs.is_empty() {
-        bail!(
-            "{} holds no input that ran: nothing to replay",
-            run.display()
-        );
+        return Err(Error::Nothing {
+            run: run.to_path_buf(),
+        });
     }
     Ok(Plan {
         screenshot,

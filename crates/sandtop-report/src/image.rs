@@ -74,7 +74,7 @@ pub fn png_file(dir: &Path, name: &str) -> Result<Embedded, String> {
 /// through a symbolic link: [`super::files`]).
 fn read(dir: &Path, name: &str) -> Result<Vec<u8>, String> {
     let name = checked_name(name)?;
-    super::files::read_regular(dir, name)
+    super::files::read_regular(dir, name).map_err(|e| e.sentence())
 }
 
 /// Scales `img` down to at most [`MAX_WIDTH`] wide and encodes it.

@@ -34,7 +34,23 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
+/// What rendering or writing a report fails on.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The run folder (or the session journal) could not be read.
+    #[error(transparent)]
+    Run(#[from] sandtop_runfolder::Error),
+    /// The report's file exists and replacing it was not asked for.
+    #[error("{} exists: give another -o, or --force to replace it", path.display())]
+    Exists { path: PathBuf },
+    /// Creating, replacing or writing the report's file failed.
+    #[error("{doing}")]
+    Io {
+        doing: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 pub use html::esc;
 pub use image::MAX_WIDTH;
@@ -50,7 +66,7 @@ pub enum Journal<'a> {
 }
 
 /// Renders the report of the run folder `dir`.
-pub fn render(dir: &Path, journal: Journal<'_>) -> anyhow::Result<String> {
+pub fn render(dir: &Path, journal: Journal<'_>) -> Result<String, Error> {
     render_with(dir, journal, None)
 }
 
@@ -60,7 +76,7 @@ pub fn render_with(
     dir: &Path,
     journal: Journal<'_>,
     replay: Option<&Path>,
-) -> anyhow::Result<String> {
+) -> Result<String, Error> {
     let run = load::read(dir)?;
     let mut body = render::header(&run);
     for w in &run.warnings {
@@ -99,9 +115,13 @@ pub fn render_with(
 
 /// Writes `text` to `path`, 0600, created exclusively (or replacing an
 /// existing file when `force`).
-pub fn write_new(path: &Path, text: &str, force: bool) -> anyhow::Result<()> {
+pub fn write_new(path: &Path, text: &str, force: bool) -> Result<(), Error> {
+    let io = |doing: &str| {
+        let doing = format!("{doing} {}", path.display());
+        move |source| Error::Io { doing, source }
+    };
     if force && path.is_file() {
-        std::fs::remove_file(path).with_context(|| format!("replacing {}", path.display()))?;
+        std::fs::remove_file(path).map_err(io("replacing"))?;
     }
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -110,17 +130,16 @@ pub fn write_new(path: &Path, text: &str, force: bool) -> anyhow::Result<()> {
         .open(path)
         .map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
-                anyhow::anyhow!(
-                    "{} exists: give another -o, or --force to replace it",
-                    path.display()
-                )
+                Error::Exists {
+                    path: path.to_path_buf(),
+                }
             } else {
-                anyhow::Error::new(e).context(format!("creating {}", path.display()))
+                io("creating")(e)
             }
         })?;
     f.write_all(text.as_bytes())
         .and_then(|()| f.sync_data())
-        .with_context(|| format!("writing {}", path.display()))
+        .map_err(io("writing"))
 }
 
 /// The journal of the run's session, when the session's folder still

@@ -16,7 +16,7 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
+use crate::error::{Doing as _, Error, Result};
 use sandtop_protocol::Timings;
 use serde::{Deserialize, Serialize};
 
@@ -49,7 +49,7 @@ pub struct Diagnostic {
 
 /// Where diagnostics go.
 pub trait Diagnostics: Send {
-    fn record(&mut self, d: &Diagnostic) -> anyhow::Result<()>;
+    fn record(&mut self, d: &Diagnostic) -> Result<()>;
 }
 
 /// `diagnostics.jsonl` in the run folder (0600, appended).
@@ -67,16 +67,16 @@ impl FileDiagnostics {
 }
 
 impl Diagnostics for FileDiagnostics {
-    fn record(&mut self, d: &Diagnostic) -> anyhow::Result<()> {
+    fn record(&mut self, d: &Diagnostic) -> Result<()> {
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
             .open(&self.path)
-            .with_context(|| format!("opening {}", self.path.display()))?;
-        let mut line = serde_json::to_vec(d)?;
+            .doing(|| format!("opening {}", self.path.display()))?;
+        let mut line = serde_json::to_vec(d).map_err(Error::Encode)?;
         line.push(b'\n');
-        f.write_all(&line)?;
-        Ok(())
+        f.write_all(&line)
+            .doing(|| format!("appending to {}", self.path.display()))
     }
 }

@@ -15,52 +15,93 @@ use std::path::Path;
 /// daemon (a screenshot is smaller still).
 pub const MAX_FILE_BYTES: u64 = sandtop_protocol::limits::MAX_REPLY_BYTES as u64;
 
-/// Reads `dir/name`, a regular file of at most [`MAX_FILE_BYTES`]; the
-/// error is a sentence for the report.
-pub fn read_regular(dir: &Path, name: &str) -> Result<Vec<u8>, String> {
+/// Why a file of the run folder was not read. Each message names the
+/// file and is a sentence a report can show as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error(
+        "{name} is a symbolic link: not read (a report reads only the run folder's own regular \
+         files)"
+    )]
+    Link { name: String },
+    #[error(
+        "{name} is not a regular file: not read (a report reads only the run folder's own \
+         regular files)"
+    )]
+    NotRegular { name: String },
+    #[error("{name} is larger than {} MiB: not read", MAX_FILE_BYTES / (1024 * 1024))]
+    TooLarge { name: String },
+    #[error("{name} grew while it was read: not read")]
+    Grew { name: String },
+    #[error("{name} is not UTF-8 text")]
+    NotText { name: String },
+    /// Opening or reading it failed (it is missing, unreadable, ...).
+    #[error("reading {name}")]
+    Io {
+        name: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl FileError {
+    /// The sentence with its cause (`reading x.png: No such file ...`).
+    pub fn sentence(&self) -> String {
+        match self {
+            FileError::Io { source, .. } => format!("{self}: {source}"),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Reads `dir/name`, a regular file of at most [`MAX_FILE_BYTES`].
+pub fn read_regular(dir: &Path, name: &str) -> Result<Vec<u8>, FileError> {
     let path = dir.join(name);
+    let io = |source| FileError::Io {
+        name: name.to_string(),
+        source,
+    };
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
         .open(&path)
         .map_err(|e| {
             if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
-                format!(
-                    "{name} is a symbolic link: not read (a report reads only the run folder's \
-                     own regular files)"
-                )
+                FileError::Link {
+                    name: name.to_string(),
+                }
             } else {
-                format!("reading {name}: {e}")
+                io(e)
             }
         })?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("reading {name}: {e}"))?;
+    let meta = file.metadata().map_err(io)?;
     if !meta.file_type().is_file() {
-        return Err(format!(
-            "{name} is not a regular file: not read (a report reads only the run folder's own \
-             regular files)"
-        ));
+        return Err(FileError::NotRegular {
+            name: name.to_string(),
+        });
     }
     if meta.len() > MAX_FILE_BYTES {
-        return Err(format!(
-            "{name} is larger than {} MiB: not read",
-            MAX_FILE_BYTES / (1024 * 1024)
-        ));
+        return Err(FileError::TooLarge {
+            name: name.to_string(),
+        });
     }
     let mut bytes = Vec::new();
     file.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("reading {name}: {e}"))?;
+        .map_err(io)?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(format!("{name} grew while it was read: not read"));
+        return Err(FileError::Grew {
+            name: name.to_string(),
+        });
     }
     Ok(bytes)
 }
 
 /// [`read_regular`] of a text file.
-pub fn read_regular_text(dir: &Path, name: &str) -> Result<String, String> {
-    String::from_utf8(read_regular(dir, name)?).map_err(|_| format!("{name} is not UTF-8 text"))
+pub fn read_regular_text(dir: &Path, name: &str) -> Result<String, FileError> {
+    String::from_utf8(read_regular(dir, name)?).map_err(|_| FileError::NotText {
+        name: name.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -84,11 +125,22 @@ mod tests {
         .unwrap();
         assert_eq!(read_regular(d, "real.png").unwrap(), b"bytes");
         let e = read_regular(d, "link.png").unwrap_err();
-        assert!(e.contains("link.png is a symbolic link"), "{e}");
+        assert!(matches!(e, FileError::Link { .. }), "{e:?}");
+        assert!(e.sentence().contains("link.png is a symbolic link"), "{e}");
         for name in ["folder.png", "fifo.png"] {
             let e = read_regular(d, name).unwrap_err();
-            assert!(e.contains("is not a regular file"), "{name}: {e}");
+            assert!(matches!(e, FileError::NotRegular { .. }), "{e:?}");
+            assert!(
+                e.sentence().contains("is not a regular file"),
+                "{name}: {e}"
+            );
         }
-        assert!(read_regular(d, "missing.png").is_err());
+        let e = read_regular(d, "missing.png").unwrap_err();
+        let sentence = e.sentence();
+        assert!(
+            sentence.starts_with("reading missing.png: ")
+                && std::error::Error::source(&e).is_some(),
+            "{sentence}"
+        );
     }
 }

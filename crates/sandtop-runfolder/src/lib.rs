@@ -14,13 +14,19 @@
 //! - [`read`]: a run folder read into steps, for a report; [`files`]:
 //!   its files read as regular files only.
 //!
+//! - [`Error`]: what writing or reading a folder fails on, each with its
+//!   cause kept as its source.
+//!
 //! Formats are stable: a folder written by an earlier version reads the
 //! same (docs/contract.md rule 25 and L7).
 
 pub mod diagnostics;
+mod error;
 pub mod files;
 pub mod items;
 pub mod outcome;
 pub mod parts;
 pub mod read;
 pub mod trajectory;
+
+pub use error::{Error, Result};

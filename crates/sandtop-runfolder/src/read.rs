@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, bail};
+use crate::error::{Doing as _, Error, Result};
 use sandtop_protocol::{ScaleMap, Timings};
 use serde_json::Value;
 
@@ -76,9 +76,9 @@ pub struct Run {
 
 /// The entries of a trajectory with their `t_unix_ms`, when every line
 /// has one.
-fn entries_with_times(dir: &Path) -> anyhow::Result<Vec<(Entry, Option<u64>)>> {
+fn entries_with_times(dir: &Path) -> Result<Vec<(Entry, Option<u64>)>> {
     // Read once, as a regular file (never through a link).
-    let text = files::read_regular_text(dir, "trajectory.jsonl").map_err(anyhow::Error::msg)?;
+    let text = files::read_regular_text(dir, "trajectory.jsonl")?;
     let path = dir.join("trajectory.jsonl");
     let entries = trajectory::parse_trajectory(text.as_bytes(), &path.display().to_string())?;
     // The same lines `parse_trajectory` took: non-empty, JSON.
@@ -98,17 +98,22 @@ fn entries_with_times(dir: &Path) -> anyhow::Result<Vec<(Entry, Option<u64>)>> {
 }
 
 /// Reads the run folder `dir`.
-pub fn read(dir: &Path) -> anyhow::Result<Run> {
-    let meta =
-        std::fs::metadata(dir).with_context(|| format!("no run folder at {}", dir.display()))?;
+pub fn read(dir: &Path) -> Result<Run> {
+    let meta = std::fs::metadata(dir).doing(|| format!("no run folder at {}", dir.display()))?;
     if !meta.is_dir() {
-        bail!("{} is not a folder (give a run folder)", dir.display());
+        return Err(Error::not_a_run(
+            dir,
+            format!("{} is not a folder (give a run folder)", dir.display()),
+        ));
     }
     if std::fs::symlink_metadata(dir.join("trajectory.jsonl")).is_err() {
-        bail!(
-            "{} is not a run folder: it has no trajectory.jsonl",
-            dir.display()
-        );
+        return Err(Error::not_a_run(
+            dir,
+            format!(
+                "{} is not a run folder: it has no trajectory.jsonl",
+                dir.display()
+            ),
+        ));
     }
     let entries = entries_with_times(dir)?;
     let mut run = Run {
@@ -193,10 +198,13 @@ pub fn read(dir: &Path) -> anyhow::Result<Run> {
         }
     }
     if run.started.is_none() {
-        bail!(
-            "{} is not a run folder: its trajectory has no run_started entry",
-            dir.display()
-        );
+        return Err(Error::not_a_run(
+            dir,
+            format!(
+                "{} is not a run folder: its trajectory has no run_started entry",
+                dir.display()
+            ),
+        ));
     }
     run.final_screen = last_obs.filter(|(_, used)| !used).map(|(o, _)| o);
     run.steps = steps.into_values().collect();
@@ -239,7 +247,7 @@ fn read_diagnostics(run: &mut Run) {
     let text = match files::read_regular_text(&run.dir, "diagnostics.jsonl") {
         Ok(t) => t,
         Err(e) => {
-            run.warnings.push(e);
+            run.warnings.push(e.sentence());
             return;
         }
     };
@@ -259,9 +267,8 @@ fn read_diagnostics(run: &mut Run) {
 /// The egress journal of the run's session (`egress.jsonl` in the session
 /// folder): the entries stamped within the run's time, when the run's
 /// times are known. Lines that are not JSON objects are skipped.
-pub fn session_journal(path: &Path, run: &Run) -> anyhow::Result<Vec<(Value, Option<u64>)>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+pub fn session_journal(path: &Path, run: &Run) -> Result<Vec<(Value, Option<u64>)>> {
+    let text = std::fs::read_to_string(path).doing(|| format!("reading {}", path.display()))?;
     let window = run.t_first.zip(run.t_last);
     Ok(text
         .lines()

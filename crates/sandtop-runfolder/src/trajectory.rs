@@ -29,7 +29,7 @@ use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, bail};
+use crate::error::{Doing as _, Error, Result};
 use sandtop_protocol::{ErrorCode, ScaleMap, ScreenshotOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -335,12 +335,12 @@ pub enum LedgerState {
 
 impl Recorder {
     /// Creates a new run folder (0700); fails if it exists.
-    pub fn create(dir: &Path) -> anyhow::Result<Recorder> {
+    pub fn create(dir: &Path) -> Result<Recorder> {
         Self::create_parent(dir)?;
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(dir)
-            .with_context(|| format!("creating the run folder {}", dir.display()))?;
+            .doing(|| format!("creating the run folder {}", dir.display()))?;
         Recorder::open(dir)
     }
 
@@ -348,7 +348,7 @@ impl Recorder {
     /// `base-3`, … when that exists (two runs of one session in one
     /// second): each name is taken by mkdir(2), which fails on an
     /// existing name, so two runs never share a folder.
-    pub fn create_unique(base: &Path) -> anyhow::Result<Recorder> {
+    pub fn create_unique(base: &Path) -> Result<Recorder> {
         Self::create_parent(base)?;
         let mut dir = base.to_path_buf();
         for n in 2..=Self::UNIQUE_TRIES + 1 {
@@ -359,29 +359,33 @@ impl Recorder {
                     name.push(format!("-{n}"));
                     dir = PathBuf::from(name);
                 }
-                Err(e) => {
-                    return Err(anyhow::Error::new(e)
-                        .context(format!("creating the run folder {}", dir.display())));
+                Err(source) => {
+                    return Err(Error::Io {
+                        doing: format!("creating the run folder {}", dir.display()),
+                        source,
+                    });
                 }
             }
         }
-        anyhow::bail!(
-            "creating the run folder {}: it and {} numbered ones exist",
-            base.display(),
-            Self::UNIQUE_TRIES - 1
-        )
+        Err(Error::Io {
+            doing: format!("creating the run folder {}", base.display()),
+            source: std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!("it and {} numbered ones exist", Self::UNIQUE_TRIES - 1),
+            ),
+        })
     }
 
     /// How many names [`Recorder::create_unique`] tries.
     const UNIQUE_TRIES: u32 = 1000;
 
-    fn create_parent(dir: &Path) -> anyhow::Result<()> {
+    fn create_parent(dir: &Path) -> Result<()> {
         if let Some(parent) = dir.parent() {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(parent)
-                .with_context(|| format!("creating {}", parent.display()))?;
+                .doing(|| format!("creating {}", parent.display()))?;
         }
         Ok(())
     }
@@ -389,7 +393,7 @@ impl Recorder {
     /// Opens an existing run folder for appending (a resume). A torn last
     /// line (a crash mid-write) is ended first, so that it stays alone on
     /// its line and the next entry is whole.
-    pub fn open(dir: &Path) -> anyhow::Result<Recorder> {
+    pub fn open(dir: &Path) -> Result<Recorder> {
         let path = dir.join("trajectory.jsonl");
         let mut file = std::fs::OpenOptions::new()
             .create(true)
@@ -397,17 +401,26 @@ impl Recorder {
             .read(true)
             .mode(0o600)
             .open(&path)
-            .with_context(|| format!("opening the trajectory in {}", dir.display()))?;
-        let len = file.metadata()?.len();
-        if len > 0 {
+            .doing(|| format!("opening the trajectory in {}", dir.display()))?;
+        let end_torn_line = |file: &mut File| -> std::io::Result<()> {
             use std::io::{Read as _, Seek as _};
-            let mut last = [0u8; 1];
-            file.seek(std::io::SeekFrom::Start(len - 1))?;
-            file.read_exact(&mut last)?;
-            if last[0] != b'\n' {
-                file.write_all(b"\n")?;
+            let len = file.metadata()?.len();
+            if len > 0 {
+                let mut last = [0u8; 1];
+                file.seek(std::io::SeekFrom::Start(len - 1))?;
+                file.read_exact(&mut last)?;
+                if last[0] != b'\n' {
+                    file.write_all(b"\n")?;
+                }
             }
-        }
+            Ok(())
+        };
+        end_torn_line(&mut file).doing(|| {
+            format!(
+                "ending the last line of the trajectory in {}",
+                dir.display()
+            )
+        })?;
         Ok(Recorder {
             dir: dir.to_path_buf(),
             file,
@@ -419,20 +432,19 @@ impl Recorder {
     }
 
     /// Appends one entry with a timestamp.
-    pub fn write(&mut self, entry: &Entry) -> anyhow::Result<()> {
-        let mut fields = serde_json::to_value(entry)?;
+    pub fn write(&mut self, entry: &Entry) -> Result<()> {
+        let mut fields = serde_json::to_value(entry).map_err(Error::Encode)?;
         fields["t_unix_ms"] = json!(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(0)
         );
-        let mut line = serde_json::to_vec(&fields)?;
+        let mut line = serde_json::to_vec(&fields).map_err(Error::Encode)?;
         line.push(b'\n');
         self.file
             .write_all(&line)
-            .context("appending to the trajectory")?;
-        Ok(())
+            .doing(|| "appending to the trajectory")
     }
 
     /// A ledger entry, made durable at once.
@@ -442,7 +454,7 @@ impl Recorder {
         call_id: &str,
         state: LedgerState,
         detail: Value,
-    ) -> anyhow::Result<()> {
+    ) -> Result<()> {
         self.write(&Entry::Ledger {
             step,
             call_id: call_id.to_string(),
@@ -453,21 +465,22 @@ impl Recorder {
     }
 
     /// fsync: everything logged so far survives a crash.
-    pub fn sync(&mut self) -> anyhow::Result<()> {
-        self.file.sync_data().context("syncing the trajectory")
+    pub fn sync(&mut self) -> Result<()> {
+        self.file.sync_data().doing(|| "syncing the trajectory")
     }
 
     /// Saves an image next to the trajectory (0600, never overwriting);
     /// returns its file name.
-    pub fn save_image(&self, name: &str, bytes: &[u8]) -> anyhow::Result<String> {
+    pub fn save_image(&self, name: &str, bytes: &[u8]) -> Result<String> {
         let path = self.dir.join(name);
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(&path)
-            .with_context(|| format!("creating {}", path.display()))?;
-        f.write_all(bytes)?;
+            .doing(|| format!("creating {}", path.display()))?;
+        f.write_all(bytes)
+            .doing(|| format!("writing {}", path.display()))?;
         Ok(name.to_string())
     }
 }
@@ -500,15 +513,15 @@ pub struct ResumePoint {
 /// JSON is what a crash mid-write leaves: skipped, with a warning. A JSON
 /// line that is not an entry (an unknown kind, a misspelt or missing
 /// field) is an error naming the line.
-pub fn read_trajectory(dir: &Path) -> anyhow::Result<Vec<Entry>> {
+pub fn read_trajectory(dir: &Path) -> Result<Vec<Entry>> {
     let path = dir.join("trajectory.jsonl");
-    let f = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    let f = File::open(&path).doing(|| format!("opening {}", path.display()))?;
     parse_trajectory(std::io::BufReader::new(f), &path.display().to_string())
 }
 
 /// [`read_trajectory`] on any reader (`name` is what errors call it); the
 /// fuzz target `trajectory` feeds it arbitrary bytes.
-pub fn parse_trajectory(r: impl std::io::BufRead, name: &str) -> anyhow::Result<Vec<Entry>> {
+pub fn parse_trajectory(r: impl std::io::BufRead, name: &str) -> Result<Vec<Entry>> {
     Ok(parse_trajectory_timed(r, name)?
         .into_iter()
         .map(|(e, _)| e)
@@ -516,19 +529,19 @@ pub fn parse_trajectory(r: impl std::io::BufRead, name: &str) -> anyhow::Result<
 }
 
 /// [`read_trajectory`] with each entry's `t_unix_ms` (when it has one).
-pub fn read_trajectory_timed(dir: &Path) -> anyhow::Result<Vec<(Entry, Option<u64>)>> {
+pub fn read_trajectory_timed(dir: &Path) -> Result<Vec<(Entry, Option<u64>)>> {
     let path = dir.join("trajectory.jsonl");
-    let f = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    let f = File::open(&path).doing(|| format!("opening {}", path.display()))?;
     parse_trajectory_timed(std::io::BufReader::new(f), &path.display().to_string())
 }
 
 fn parse_trajectory_timed(
     r: impl std::io::BufRead,
     name: &str,
-) -> anyhow::Result<Vec<(Entry, Option<u64>)>> {
+) -> Result<Vec<(Entry, Option<u64>)>> {
     let mut out = Vec::new();
     for (n, line) in r.lines().enumerate() {
-        let line = line?;
+        let line = line.doing(|| format!("reading {name} line {}", n + 1))?;
         if line.trim().is_empty() {
             continue;
         }
@@ -540,15 +553,18 @@ fn parse_trajectory_timed(
             .as_object_mut()
             .and_then(|o| o.remove("t_unix_ms"))
             .and_then(|t| t.as_u64());
-        let entry =
-            serde_json::from_value::<Entry>(v).with_context(|| format!("{name} line {}", n + 1))?;
+        let entry = serde_json::from_value::<Entry>(v).map_err(|source| Error::Entry {
+            file: name.to_string(),
+            line: n + 1,
+            source,
+        })?;
         out.push((entry, t));
     }
     Ok(out)
 }
 
 /// Reads a trajectory for `--resume`.
-pub fn resume_point(dir: &Path) -> anyhow::Result<ResumePoint> {
+pub fn resume_point(dir: &Path) -> Result<ResumePoint> {
     let path = dir.join("trajectory.jsonl");
     let mut started = None;
     let mut last_response_id = None;
@@ -604,7 +620,10 @@ pub fn resume_point(dir: &Path) -> anyhow::Result<ResumePoint> {
         }
     }
     let Some(started) = started else {
-        bail!("{} has no run_started entry", path.display());
+        return Err(Error::not_a_run(
+            dir,
+            format!("{} has no run_started entry", path.display()),
+        ));
     };
     if !unanswered.is_empty() {
         // Sent after the outputs it carries: sent again, once.
@@ -613,11 +632,11 @@ pub fn resume_point(dir: &Path) -> anyhow::Result<ResumePoint> {
     let pending_outputs = pending_outputs
         .iter()
         .map(|v| internalize(v, dir))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>>>()?;
     let conversation = conversation
         .iter()
         .map(|v| internalize(v, dir))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>>>()?;
     let unsettled = ledger
         .into_iter()
         .find(|(_, (_, s))| matches!(s, LedgerState::Pending | LedgerState::Unknown))
@@ -658,18 +677,26 @@ pub fn externalize(v: &Value, files: &[(String, String)]) -> Value {
 }
 
 /// The inverse of [`externalize`]: file references become data URLs again.
-pub fn internalize(v: &Value, dir: &Path) -> anyhow::Result<Value> {
+pub fn internalize(v: &Value, dir: &Path) -> Result<Value> {
     Ok(match v {
         Value::String(s) if s.starts_with(FILE_MARK) => {
             use base64::Engine as _;
             let name = &s[FILE_MARK.len()..];
             if name.contains('/') || name.starts_with('.') {
-                bail!("a trajectory refers to `{name}`, which is not a file of the run folder");
+                return Err(Error::not_a_run(
+                    dir,
+                    format!(
+                        "a trajectory refers to `{name}`, which is not a file of the run folder"
+                    ),
+                ));
             }
             let bytes = std::fs::read(dir.join(name))
-                .with_context(|| format!("reading {name} from the run folder"))?;
+                .doing(|| format!("reading {name} from the run folder"))?;
+            // The extension the run gave the file (`ImageFormat::extension`).
             let mime = if name.ends_with(".webp") {
                 "image/webp"
+            } else if name.ends_with(".jpg") {
+                "image/jpeg"
             } else {
                 "image/png"
             };
@@ -681,12 +708,12 @@ pub fn internalize(v: &Value, dir: &Path) -> anyhow::Result<Value> {
         Value::Array(a) => Value::Array(
             a.iter()
                 .map(|x| internalize(x, dir))
-                .collect::<anyhow::Result<_>>()?,
+                .collect::<Result<_>>()?,
         ),
         Value::Object(o) => Value::Object(
             o.iter()
                 .map(|(k, x)| Ok((k.clone(), internalize(x, dir)?)))
-                .collect::<anyhow::Result<_>>()?,
+                .collect::<Result<_>>()?,
         ),
         other => other.clone(),
     })

@@ -430,13 +430,16 @@ enum DiagWriter {
 }
 
 impl Diagnostics for DiagWriter {
-    fn record(&mut self, d: &Diagnostic) -> anyhow::Result<()> {
+    fn record(&mut self, d: &Diagnostic) -> sandtop_runfolder::Result<()> {
         match self {
             DiagWriter::Keep(v) => {
                 lock(v).push(d.clone());
                 Ok(())
             }
-            DiagWriter::Fail => anyhow::bail!("disk full"),
+            DiagWriter::Fail => Err(sandtop_runfolder::Error::Io {
+                doing: "appending to diagnostics.jsonl".into(),
+                source: std::io::Error::other("disk full"),
+            }),
             DiagWriter::Panic => panic!("the diagnostics writer breaks"),
         }
     }

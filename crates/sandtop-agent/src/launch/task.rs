@@ -21,14 +21,14 @@ use sandtop_runfolder::trajectory::{self as record, Entry, LedgerState, Recorder
 use serde_json::json;
 
 use super::{
-    Provider, Reconcile, create_run, ending_word, exit_status, is_function_call, operator,
-    print_outcome, resume_hint, script_in_doubt, serve_control, watch_ctrl_c,
+    Attended, Provider, Reconcile, create_run, exit_status, is_function_call, operator,
+    resume_hint, script_in_doubt,
 };
 use crate::browser::toolset as browser;
 use crate::model::anthropic::{AnthropicModel, COMPUTER_20251124, ComputerTool};
 use crate::model::{Model, OpenAiModel, RetryPolicy};
 use crate::progress::{EventsFormat, Progress};
-use crate::runner::{Interrupt, Resume, RunOptions, Runner};
+use crate::runner::{Resume, RunOptions, Runner};
 
 /// What `host-cli run` asks once its options are checked.
 #[derive(Debug)]
@@ -314,16 +314,10 @@ async fn run_on(
         }
     };
     let mut op = operator(t.approve_policy.as_ref(), false, t.credentials.as_ref())?;
-    let interrupt = Interrupt::default();
-    watch_ctrl_c(&interrupt);
     let dir_path = recorder.dir().to_path_buf();
     *run_folder = Some(dir_path.clone());
-    let control = serve_control(&dir.path, &rec.name, &dir_path, &opts.task, opts.max_steps).await;
-    op.view = control.as_ref().map(|c| c.0.clone());
-    if op.terminal.is_none()
-        && op.policy.is_none()
-        && op.view.as_ref().is_none_or(|v| v.viewers() == 0)
-    {
+    let attended = Attended::begin(&mut op, (&dir.path, &rec.name), &dir_path, &opts).await;
+    if Attended::unanswered(&op) {
         eprintln!(
             "host-cli: no terminal, no --approve-policy and no view: any safety check will be denied"
         );
@@ -348,7 +342,8 @@ async fn run_on(
         }
         None => None,
     };
-    let mut runner = Runner::new(
+    let interrupt = attended.interrupt();
+    let runner = Runner::new(
         model.as_mut(),
         &mut channel,
         &mut op,
@@ -357,19 +352,11 @@ async fn run_on(
         interrupt,
     )
     .with_progress(Progress::for_cli(t.quiet, t.events));
-    if let Some(c) = &control {
-        runner = runner.with_control(c.0.clone());
-    }
-    let outcome = runner.run(resume).await?;
-    let mut progress = runner.into_progress();
+    let outcome = attended.run(runner, resume).await;
     if let Some(task) = egress {
         task.abort();
     }
-    if let Some(c) = &control {
-        c.0.finish(&ending_word(outcome.ending));
-    }
-    print_outcome(&outcome, &dir_path, &mut progress);
-    Ok(exit_status(outcome.ending))
+    Ok(exit_status(outcome?.ending))
 }
 
 /// Answers the egress proxy's origin questions on the run's terminal and

@@ -131,7 +131,7 @@ pub struct AnthropicModel {
 
 impl AnthropicModel {
     /// A client for `ANTHROPIC_BASE_URL` (or the default).
-    pub fn new(key: Secret, retry: RetryPolicy) -> anyhow::Result<AnthropicModel> {
+    pub fn new(key: Secret, retry: RetryPolicy) -> Result<AnthropicModel, reqwest::Error> {
         AnthropicModel::with_base_url(key, &base_url(), retry)
     }
 
@@ -140,7 +140,7 @@ impl AnthropicModel {
         key: Secret,
         base: &str,
         retry: RetryPolicy,
-    ) -> anyhow::Result<AnthropicModel> {
+    ) -> Result<AnthropicModel, reqwest::Error> {
         Ok(AnthropicModel {
             client: http_client()?,
             url: format!("{}/v1/messages", base.trim_end_matches('/')),

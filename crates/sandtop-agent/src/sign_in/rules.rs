@@ -480,10 +480,55 @@ pub struct Credentials {
 /// The most bytes of a credentials file.
 pub const MAX_CREDENTIALS_FILE: u64 = 1024 * 1024;
 
+/// Why a credentials file was refused or could not be read. No message
+/// quotes a value of the file: a malformed one is named by the position
+/// of the fault only (serde's own message could quote a value, so it is
+/// not kept as a source).
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    #[error("--credentials {}: cannot open it (a symbolic link is refused)", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--credentials {}: reading it", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--credentials {}: not a regular file", path.display())]
+    NotRegular { path: PathBuf },
+    #[error("--credentials {}: owned by uid {owner}, not by you (uid {uid}); refused", path.display())]
+    NotYours { path: PathBuf, owner: u32, uid: u32 },
+    #[error(
+        "--credentials {shown}: mode {mode:04o} lets other users read or change it; run `chmod 600 {shown}`",
+        shown = path.display()
+    )]
+    Shared { path: PathBuf, mode: u32 },
+    #[error("--credentials {}: larger than {MAX_CREDENTIALS_FILE} bytes", path.display())]
+    TooLarge { path: PathBuf },
+    #[error(
+        "--credentials {}: not a JSON object of origin -> {{field id or type -> value}} (line {line}, column {column})",
+        path.display()
+    )]
+    Malformed {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+    },
+    /// `key` is made inert for a terminal.
+    #[error("--credentials {}: `{key}` is not an origin (scheme://host[:port])", path.display())]
+    NotAnOrigin { path: PathBuf, key: String },
+    #[error("--credentials {}: the origin {origin} is listed twice", path.display())]
+    Twice { path: PathBuf, origin: String },
+}
+
 impl Credentials {
     /// Checks the file (mode, owner, size, that it parses) without keeping
     /// a value.
-    pub fn open(path: &Path) -> anyhow::Result<Credentials> {
+    pub fn open(path: &Path) -> Result<Credentials, CredentialsError> {
         let c = Credentials {
             path: path.to_path_buf(),
         };
@@ -496,62 +541,62 @@ impl Credentials {
     }
 
     /// Reads the file, refusing one that others could read or change.
-    fn load(&self) -> anyhow::Result<BTreeMap<String, Entry>> {
+    fn load(&self) -> Result<BTreeMap<String, Entry>, CredentialsError> {
         use std::io::Read as _;
         use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
-        let shown = self.path.display();
+        let path = || self.path.clone();
         let mut f = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(&self.path)
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "--credentials {shown}: cannot open it ({e}); a symbolic link is refused"
-                )
+            .map_err(|source| CredentialsError::Open {
+                path: path(),
+                source,
             })?;
-        let meta = f.metadata()?;
+        let read = |source| CredentialsError::Read {
+            path: path(),
+            source,
+        };
+        let meta = f.metadata().map_err(read)?;
         if !meta.file_type().is_file() {
-            anyhow::bail!("--credentials {shown}: not a regular file");
+            return Err(CredentialsError::NotRegular { path: path() });
         }
         let uid = rustix::process::geteuid().as_raw();
         if meta.uid() != uid {
-            anyhow::bail!(
-                "--credentials {shown}: owned by uid {}, not by you (uid {uid}); refused",
-                meta.uid()
-            );
+            return Err(CredentialsError::NotYours {
+                path: path(),
+                owner: meta.uid(),
+                uid,
+            });
         }
         if meta.mode() & 0o077 != 0 {
-            anyhow::bail!(
-                "--credentials {shown}: mode {:04o} lets other users read or change it; \
-                 run `chmod 600 {shown}`",
-                meta.mode() & 0o7777
-            );
+            return Err(CredentialsError::Shared {
+                path: path(),
+                mode: meta.mode() & 0o7777,
+            });
         }
         if meta.len() > MAX_CREDENTIALS_FILE {
-            anyhow::bail!("--credentials {shown}: larger than {MAX_CREDENTIALS_FILE} bytes");
+            return Err(CredentialsError::TooLarge { path: path() });
         }
         let mut text = Zeroizing::new(String::new());
-        f.read_to_string(&mut text)
-            .map_err(|e| anyhow::anyhow!("--credentials {shown}: {e}"))?;
-        let raw: BTreeMap<String, Entry> = serde_json::from_str(&text).map_err(|e| {
-            // The position only: serde's message could quote a value.
-            anyhow::anyhow!(
-                "--credentials {shown}: not a JSON object of origin -> {{field id or type -> value}} \
-                 (line {}, column {})",
-                e.line(),
-                e.column()
-            )
-        })?;
+        f.read_to_string(&mut text).map_err(read)?;
+        let raw: BTreeMap<String, Entry> =
+            serde_json::from_str(&text).map_err(|e| CredentialsError::Malformed {
+                path: path(),
+                line: e.line(),
+                column: e.column(),
+            })?;
         let mut out = BTreeMap::new();
         for (key, entry) in raw {
-            let origin: Origin = key.parse().map_err(|_| {
-                anyhow::anyhow!(
-                    "--credentials {shown}: `{}` is not an origin (scheme://host[:port])",
-                    sandtop_hostkit::term::safe_line(&key)
-                )
+            let origin: Origin = key.parse().map_err(|_| CredentialsError::NotAnOrigin {
+                path: path(),
+                key: sandtop_hostkit::term::safe_line(&key),
             })?;
             if out.insert(origin.to_string(), entry).is_some() {
-                anyhow::bail!("--credentials {shown}: the origin {origin} is listed twice");
+                return Err(CredentialsError::Twice {
+                    path: path(),
+                    origin: origin.to_string(),
+                });
             }
         }
         Ok(out)
@@ -559,14 +604,17 @@ impl Credentials {
 
     /// The values of the entry for `origin` (by the key the file uses),
     /// if there is one.
-    pub fn entry(&self, origin: &Origin) -> anyhow::Result<Option<BTreeMap<String, Secret>>> {
+    pub fn entry(
+        &self,
+        origin: &Origin,
+    ) -> Result<Option<BTreeMap<String, Secret>>, CredentialsError> {
         Ok(self.load()?.remove(&origin.to_string()).map(|e| e.values))
     }
 
     /// The answer the file gives to `req`, if it has an entry for its
     /// origin: the option it names, or else the first option whose fields
     /// it all has; the values by field id, else by field type.
-    pub fn answer(&self, req: &Request) -> anyhow::Result<Option<Answer>> {
+    pub fn answer(&self, req: &Request) -> Result<Option<Answer>, CredentialsError> {
         let mut all = self.load()?;
         let Some(entry) = all.remove(&req.origin.to_string()) else {
             return Ok(None);

@@ -1,4 +1,5 @@
 use super::*;
+use base64::Engine as _;
 use std::os::unix::fs::PermissionsExt as _;
 
 #[test]
@@ -127,7 +128,8 @@ fn a_misspelt_field_is_an_error_not_a_resume_from_step_0() {
     f.write_all(b"{\"kind\":\"response\",\"stpe\":2,\"id\":\"resp_2\",\"status\":\"completed\",\"output\":[],\"t_unix_ms\":1}\n")
             .unwrap();
     let e = resume_point(&dir).unwrap_err();
-    let msg = format!("{e:#}");
+    assert!(matches!(e, crate::Error::Entry { line: 3, .. }), "{e:?}");
+    let msg = format!("{:#}", anyhow::Error::from(e));
     assert!(msg.contains("line 3") && msg.contains("stpe"), "{msg}");
     // An unknown kind too.
     std::fs::write(
@@ -135,7 +137,7 @@ fn a_misspelt_field_is_an_error_not_a_resume_from_step_0() {
             b"{\"kind\":\"run_started\",\"task\":\"t\",\"session\":\"s\"}\n{\"kind\":\"respons\",\"step\":1}\n",
         )
         .unwrap();
-    let msg = format!("{:#}", resume_point(&dir).unwrap_err());
+    let msg = format!("{:#}", anyhow::Error::from(resume_point(&dir).unwrap_err()));
     assert!(msg.contains("line 2") && msg.contains("respons"), "{msg}");
 }
 
@@ -223,4 +225,40 @@ fn a_request_never_answered_is_sent_again_once() {
     let p = resume_point(&dir).unwrap();
     assert_eq!(p.conversation, vec![task, call]);
     assert_eq!(p.pending_outputs, vec![out]);
+}
+
+#[test]
+fn a_saved_screenshot_goes_back_with_the_media_type_of_its_format() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let files: Vec<(String, String)> = [
+        ("png", "image/png"),
+        ("webp", "image/webp"),
+        ("jpg", "image/jpeg"),
+    ]
+    .iter()
+    .map(|(ext, mime)| {
+        let name = format!("step-001-shot.{ext}");
+        std::fs::write(dir.join(&name), ext.as_bytes()).unwrap();
+        (
+            format!(
+                "data:{mime};base64,{}",
+                base64::engine::general_purpose::STANDARD.encode(ext)
+            ),
+            name,
+        )
+    })
+    .collect();
+    for (url, _) in &files {
+        let v = json!({"image_url": url});
+        let out = externalize(&v, &files);
+        assert!(
+            out["image_url"].as_str().unwrap().starts_with(FILE_MARK),
+            "{out}"
+        );
+        assert_eq!(internalize(&out, dir).unwrap(), v);
+    }
+    // A reference that leaves the folder is refused, typed.
+    let e = internalize(&json!(format!("{FILE_MARK}../x.png")), dir).unwrap_err();
+    assert!(matches!(e, crate::Error::NotARun { .. }), "{e:?}");
 }

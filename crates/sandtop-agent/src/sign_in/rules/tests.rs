@@ -381,3 +381,41 @@ fn a_file_entry_picks_its_option_or_the_first_it_can_fill() {
     assert_eq!(option.as_deref(), Some("code"));
     assert_eq!(values[1].1.expose(), "123456");
 }
+
+#[test]
+fn a_refused_credentials_file_says_why_in_a_typed_error_that_keeps_its_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.json");
+    match Credentials::open(&missing).unwrap_err() {
+        CredentialsError::Open { path, source } => {
+            assert_eq!(path, missing);
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        }
+        other => panic!("{other:?}"),
+    }
+    let p = write_file(
+        dir.path(),
+        r#"{"https://example.com": {"password": "canary"}}"#,
+        0o640,
+    );
+    assert!(matches!(
+        Credentials::open(&p).unwrap_err(),
+        CredentialsError::Shared { mode: 0o640, .. }
+    ));
+    let p = write_file(
+        dir.path(),
+        r#"{"https://example.com": {"password": "canary"}, "https://example.com:443": {"password": "canary"}}"#,
+        0o600,
+    );
+    let e = Credentials::open(&p).unwrap_err();
+    assert!(matches!(&e, CredentialsError::Twice { .. }), "{e:?}");
+    assert!(!format!("{e:?}").contains("canary"), "{e:?}");
+    // Malformed: the position, and no source that could quote the text.
+    let p = write_file(dir.path(), r#"{"https://example.com": canary}"#, 0o600);
+    let e = Credentials::open(&p).unwrap_err();
+    assert!(
+        matches!(e, CredentialsError::Malformed { line: 1, .. }),
+        "{e:?}"
+    );
+    assert!(std::error::Error::source(&e).is_none());
+}
