@@ -33,6 +33,8 @@ pub mod keys;
 pub mod ratelimit;
 pub mod relay;
 pub mod supervise;
+#[cfg(feature = "test-support")]
+pub mod testing;
 pub mod vm_link;
 pub mod wm_check;
 pub mod xauth;

@@ -38,9 +38,8 @@ use sandtop_testkit::held::{self, Stroke};
 use sandtop_testkit::openapi::{daemon_spec, errors, validator};
 use sandtopd::api::server::{bind_unix, serve_with};
 use sandtopd::api::{ApiState, router};
-use sandtopd::driver::Driver;
-use sandtopd::driver::fake::{Event, FakeDriver, FakeState};
-use sandtopd::supervise::DisplayHealth;
+use sandtopd::driver::fake::{Event, FakeState};
+use sandtopd::testing::{FakeDesktop, FakeLog, Setup};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tower::ServiceExt as _;
@@ -53,8 +52,6 @@ use tower::ServiceExt as _;
 const SCREEN: Size = Size::new(1920, 1080);
 /// No request of this tier may take longer than this (a hang fails).
 const CALL_LIMIT: Duration = Duration::from_secs(20);
-
-type FakeLog = Arc<Mutex<FakeState>>;
 
 /// A router on a desktop task on fake drivers.
 struct Fx {
@@ -71,28 +68,21 @@ impl Fx {
         Fx::build(SCREEN, |_| {})
     }
 
-    fn build(screen: Size, tune: impl FnOnce(&mut ApiState)) -> Fx {
-        let drivers: Arc<Mutex<Vec<FakeLog>>> = Arc::default();
-        let opened = Arc::clone(&drivers);
-        let (handle, desktop) = sandtopd::desktop::spawn(Box::new(move || {
-            let fake = FakeDriver::new(screen);
-            opened.lock().unwrap().push(fake.state());
-            Ok(Box::new(fake) as Box<dyn Driver>)
-        }));
-        let display = Arc::new(DisplayHealth::default());
-        display.mark_ok();
-        let mut state = ApiState::new(handle, Token::generate().unwrap(), display);
-        tune(&mut state);
-        let api = Arc::new(state);
-        let end = Instant::now() + Duration::from_secs(5);
-        let ready = || {
-            api.desktop.status.connected.load(Ordering::Acquire)
-                && !drivers.lock().unwrap().is_empty()
-        };
-        while !ready() {
-            assert!(Instant::now() < end, "the desktop task never connected");
-            std::thread::sleep(Duration::from_millis(2));
-        }
+    fn build(screen: Size, tune: impl FnOnce(&mut ApiState) + 'static) -> Fx {
+        let FakeDesktop {
+            api,
+            drivers,
+            desktop,
+        } = FakeDesktop::start_with(
+            screen,
+            Setup {
+                api: Box::new(move |mut state| {
+                    tune(&mut state);
+                    state
+                }),
+                ..Setup::default()
+            },
+        );
         Fx {
             router: router(Arc::clone(&api)),
             api,

@@ -28,7 +28,6 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Output, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use host_cli::agent::record::{Entry, LedgerState, read_trajectory};
@@ -61,10 +60,9 @@ const FAKE_BUSY: &str = "fake: the desktop is busy";
 /// `sandtopd serve ...` with the fake driver; runs until SIGTERM (then
 /// drains) or killed.
 fn fake_daemon(args: &[String]) -> ExitCode {
+    use sandtopd::api::router;
     use sandtopd::api::server::{bind_unix, serve_draining};
-    use sandtopd::api::{ApiState, router};
-    use sandtopd::driver::Driver;
-    use sandtopd::driver::fake::FakeDriver;
+    use sandtopd::testing::{FakeDesktop, Setup};
     let socket = PathBuf::from(arg_after(args, "--socket").unwrap());
     let token_file = PathBuf::from(arg_after(args, "--token-file").unwrap());
     let screen = arg_after(args, "--screen")
@@ -84,25 +82,25 @@ fn fake_daemon(args: &[String]) -> ExitCode {
         .build()
         .unwrap();
     rt.block_on(async move {
-        let (handle, _desktop) = sandtopd::desktop::spawn(Box::new(move || {
-            let fake = FakeDriver::new(screen);
-            fake.state().lock().unwrap().slow = slow;
-            Ok(Box::new(fake) as Box<dyn Driver>)
-        }));
-        let display = Arc::new(sandtopd::supervise::DisplayHealth::default());
-        display.mark_ok();
-        let token = sandtop_client::Token::load_or_create(&token_file).unwrap();
-        let mut api = ApiState::new(handle, token, display)
-            .with_x_display(sandtopd::supervise::DisplayName::new(FAKE_X_DISPLAY.into()));
-        if std::env::var_os("SANDTOP_FAKE_BROWSER").is_some() {
-            api = api.with_browser(sandtopd::browser::BrowserService::with_backend(
-                scripts::fake_browser(),
-            ));
-        }
-        let api = Arc::new(api);
-        while !api.desktop.status.connected.load(Ordering::Acquire) {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        let FakeDesktop { api, .. } = FakeDesktop::start_with(
+            screen,
+            Setup {
+                token: Some(sandtop_client::Token::load_or_create(&token_file).unwrap()),
+                driver: Box::new(move |fake| fake.state().lock().unwrap().slow = slow),
+                api: Box::new(|api| {
+                    let api = api.with_x_display(sandtopd::supervise::DisplayName::new(
+                        FAKE_X_DISPLAY.into(),
+                    ));
+                    if std::env::var_os("SANDTOP_FAKE_BROWSER").is_some() {
+                        api.with_browser(sandtopd::browser::BrowserService::with_backend(
+                            scripts::fake_browser(),
+                        ))
+                    } else {
+                        api
+                    }
+                }),
+            },
+        );
         let gate = Arc::clone(&api.desktop.gate);
         tokio::spawn(async move {
             let mut busy = false;

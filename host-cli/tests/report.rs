@@ -11,9 +11,7 @@
 use std::collections::VecDeque;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use host_cli::agent::approve::{ActionRequest, CheckRequest, DecidedBy, Decision, Operator};
 use host_cli::agent::model::{CallStats, Creating, Model};
@@ -26,75 +24,32 @@ use host_cli::channel::{Channel, UnixConnector};
 use host_cli::commands::report::ReportArgs;
 use host_cli::report::{self, Journal};
 use host_cli::secret::Secret;
-use sandtop_client::Token;
 use sandtop_protocol::{ScreenshotOptions, Size};
 use sandtop_testkit::mock_responses::{
     click, computer_call, computer_call_checked, double_click, drag, keypress, message, move_to,
     reasoning, safety_check, scroll, type_text, wait,
 };
-use sandtopd::api::server::{bind_unix, serve};
-use sandtopd::api::{ApiState, router};
-use sandtopd::driver::Driver;
-use sandtopd::driver::fake::FakeDriver;
-use sandtopd::supervise::DisplayHealth;
+use sandtopd::testing::FakeDaemon;
 use serde_json::{Value, json};
 
 const SCREEN: Size = Size::new(1280, 800);
 const HOSTILE: &str = "<script>alert(1)</script>";
 
 /// The real daemon over the fake driver, on a Unix socket.
-struct Daemon {
-    _dir: tempfile::TempDir,
-    socket: PathBuf,
-    token: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
+struct Daemon(FakeDaemon);
 
 impl Daemon {
     async fn start(screen: Size) -> Daemon {
-        let (handle, _desktop) = sandtopd::desktop::spawn(Box::new(move || {
-            Ok(Box::new(FakeDriver::new(screen)) as Box<dyn Driver>)
-        }));
-        let display = Arc::new(DisplayHealth::default());
-        display.mark_ok();
-        let token = Token::generate().unwrap();
-        let token_text = token.expose().to_string();
-        let api = Arc::new(ApiState::new(handle, token, display));
-        let end = Instant::now() + Duration::from_secs(5);
-        while !api.desktop.status.connected.load(Ordering::Acquire) {
-            assert!(Instant::now() < end, "the desktop task never connected");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("sandtopd.sock");
-        let listener = bind_unix(&socket).await.unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(serve(router(api), vec![listener], async {
-            let _ = stopped.await;
-        }));
-        Daemon {
-            _dir: dir,
-            socket,
-            token: token_text,
-            stop: Some(stop),
-        }
+        Daemon(FakeDaemon::start(screen).await)
     }
 
     async fn channel(&self) -> Channel {
         Channel::open(
-            Box::new(UnixConnector(self.socket.clone())),
-            Secret::new(self.token.clone()),
+            Box::new(UnixConnector(self.0.socket().to_path_buf())),
+            Secret::new(self.0.token().to_string()),
         )
         .await
         .unwrap()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
     }
 }
 

@@ -62,10 +62,8 @@ use sandtop_testkit::mock_responses::{
     usage, wait,
 };
 use sandtopd::api::server::{bind_unix, serve};
-use sandtopd::api::{ApiState, router};
-use sandtopd::driver::Driver;
-use sandtopd::driver::fake::{Event, FakeDriver, FakeState};
-use sandtopd::supervise::DisplayHealth;
+use sandtopd::driver::fake::{Event, FakeState};
+use sandtopd::testing::{FakeDaemon, FakeDesktop, FakeLog, Setup};
 use serde_json::{Value, json};
 
 mod browser;
@@ -102,7 +100,6 @@ const SCREEN: Size = Size::new(320, 200);
 /// No run may take longer than this (a hang fails instead of blocking).
 const RUN_LIMIT: Duration = Duration::from_secs(30);
 
-type FakeLog = Arc<Mutex<FakeState>>;
 /// Requests that reached the daemon: (path, JSON body or null).
 type DaemonLog = Arc<Mutex<Vec<(String, Value)>>>;
 
@@ -223,11 +220,10 @@ impl Probe {
 }
 
 struct Daemon {
-    _dir: tempfile::TempDir,
-    socket: PathBuf,
+    served: FakeDaemon,
+    /// The daemon's token (tests look for it where it must never be).
     token: String,
     probe: Probe,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Daemon {
@@ -241,63 +237,34 @@ impl Daemon {
         screen: Size,
         browser: Option<Arc<dyn sandtopd::browser::Backend>>,
     ) -> Daemon {
-        let drivers: Arc<Mutex<Vec<FakeLog>>> = Arc::default();
-        let opened = Arc::clone(&drivers);
-        let (handle, _desktop) = sandtopd::desktop::spawn(Box::new(move || {
-            let fake = FakeDriver::new(screen);
-            lock(&opened).push(fake.state());
-            Ok(Box::new(fake) as Box<dyn Driver>)
-        }));
-        let display = Arc::new(DisplayHealth::default());
-        display.mark_ok();
-        let token = Token::generate().unwrap();
-        let token_text = token.expose().to_string();
-        let mut api = ApiState::new(handle, token, display);
-        if let Some(b) = browser {
-            api = api.with_browser(sandtopd::browser::BrowserService::with_backend(b));
-        }
-        let api = Arc::new(api);
-        let end = Instant::now() + Duration::from_secs(5);
-        while !api.desktop.status.connected.load(Ordering::Acquire) || lock(&drivers).is_empty() {
-            assert!(Instant::now() < end, "the desktop task never connected");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("sandtopd.sock");
-        let listener = bind_unix(&socket).await.unwrap();
+        let desktop = FakeDesktop::start_with(
+            screen,
+            Setup {
+                api: Box::new(move |api| match browser {
+                    Some(b) => api.with_browser(sandtopd::browser::BrowserService::with_backend(b)),
+                    None => api,
+                }),
+                ..Setup::default()
+            },
+        );
+        let drivers = Arc::clone(&desktop.drivers);
         let log: DaemonLog = Arc::default();
-        let app = router(api).layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&log),
-            record_daemon,
-        ));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(serve(app, vec![listener], async {
-            let _ = stopped.await;
-        }));
+        let layer = axum::middleware::from_fn_with_state(Arc::clone(&log), record_daemon);
+        let served = FakeDaemon::serve(desktop, |r| r.layer(layer)).await;
         Daemon {
-            _dir: dir,
-            socket,
-            token: token_text,
+            token: served.token().to_string(),
+            served,
             probe: Probe { drivers, log },
-            stop: Some(stop),
         }
     }
 
     async fn channel(&self) -> Channel {
         Channel::open(
-            Box::new(UnixConnector(self.socket.clone())),
+            Box::new(UnixConnector(self.served.socket().to_path_buf())),
             Secret::new(self.token.clone()),
         )
         .await
         .unwrap()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
     }
 }
 
