@@ -228,7 +228,10 @@ pub async fn serve_control(
             Some(FinishOnDrop(s))
         }
         Err(e) => {
-            eprintln!("host-cli: no live view for this run: {e:#}");
+            eprintln!(
+                "host-cli: no live view for this run: {}",
+                sandtop_hostkit::chain::chain(&e)
+            );
             None
         }
     }

@@ -608,7 +608,10 @@ impl<'a> Runner<'a> {
         let diagnostics = &mut self.diagnostics;
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| diagnostics.record(&d))) {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!("the diagnostics writer failed: {e:#}"),
+            Ok(Err(e)) => tracing::warn!(
+                "the diagnostics writer failed: {}",
+                sandtop_hostkit::chain::chain(&e)
+            ),
             Err(_) => tracing::warn!("the diagnostics writer panicked"),
         }
     }

@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use serde_json::Value;
 use tokio::io::{AsyncWriteExt as _, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -146,22 +145,36 @@ pub struct Hello {
     pub max_steps: u32,
 }
 
+/// The control socket or the view's lock could not be set up: `doing`
+/// names the file and the step, the io error is the source.
+#[derive(Debug, thiserror::Error)]
+#[error("{doing}")]
+pub struct SetupError {
+    pub doing: String,
+    #[source]
+    pub source: std::io::Error,
+}
+
+fn doing(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> SetupError {
+    let doing = format!("{what} {}", path.display());
+    move |source| SetupError { doing, source }
+}
+
 impl Served {
     /// Serves `control.sock` in `session_dir` (the caller holds the
     /// session's run lock, so a socket left there is a stale one and is
     /// replaced). The socket is 0600 in a 0700 folder, and a peer of
     /// another uid is refused.
-    pub fn bind(session_dir: &Path, hello: Hello) -> anyhow::Result<Served> {
+    pub fn bind(session_dir: &Path, hello: Hello) -> Result<Served, SetupError> {
         let path = session_dir.join(SOCKET_NAME);
         match std::fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("removing {}", path.display())),
+            Err(e) => return Err(doing("removing", &path)(e)),
         }
-        let listener =
-            UnixListener::bind(&path).with_context(|| format!("serving {}", path.display()))?;
+        let listener = UnixListener::bind(&path).map_err(doing("serving", &path))?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-            .with_context(|| format!("chmod 0600 {}", path.display()))?;
+            .map_err(doing("chmod 0600", &path))?;
         let (events, _) = broadcast::channel(BACKLOG);
         let inner = Arc::new(Inner {
             shared: Mutex::new(Shared {
@@ -571,7 +584,7 @@ pub fn view_running(session_dir: &Path) -> bool {
 }
 
 /// Says that a view of the session runs, for as long as the file lives.
-pub fn hold_view_lock(session_dir: &Path) -> anyhow::Result<std::fs::File> {
+pub fn hold_view_lock(session_dir: &Path) -> Result<std::fs::File, SetupError> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let path = session_dir.join(VIEW_LOCK);
     let f = std::fs::OpenOptions::new()
@@ -580,9 +593,9 @@ pub fn hold_view_lock(session_dir: &Path) -> anyhow::Result<std::fs::File> {
         .write(true)
         .mode(0o600)
         .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
+        .map_err(doing("opening", &path))?;
     rustix::fs::flock(&f, rustix::fs::FlockOperation::LockShared)
-        .with_context(|| format!("locking {}", path.display()))?;
+        .map_err(|e| doing("locking", &path)(e.into()))?;
     Ok(f)
 }
 

@@ -80,7 +80,7 @@ impl Server {
         let session = g.rec.name.clone();
         // `host-cli view`'s buttons, when the client cannot ask.
         let view = g.control.clone().map(|c| (c, g.dir.path.clone()));
-        let ch = g.channel().await.map_err(|e| format!("{e:#}"))?;
+        let ch = g.channel().await.map_err(crate::said)?;
         // 2. The state before.
         let before = match ch.browser_state().await {
             Ok(s) => tools::project_state(&s)?,
@@ -97,14 +97,13 @@ impl Server {
                 return Err(format!("reading the browser's state: {e}"));
             }
         };
-        let log = |e: sandtop_runfolder::Error| sandtop_hostkit::chain::chain(&e);
         let (step, call_id) = journal
             .begin(json!({
                 "type": "function_call",
                 "name": name,
                 "arguments": args.to_string(),
             }))
-            .map_err(log)?;
+            .map_err(crate::said)?;
         // 3. The arguments, and a URL against the policy, before any question.
         let prepared = match toolset.prepare(&name, &args.to_string()) {
             Ok(p) => p,
@@ -116,7 +115,7 @@ impl Server {
                 };
                 journal
                     .refused(step, &call_id, None, code, &e)
-                    .map_err(log)?;
+                    .map_err(crate::said)?;
                 return Ok(answer(Some(before), Err(e), None).into());
             }
         };
@@ -144,11 +143,11 @@ impl Server {
             match verdict {
                 Verdict::Approved { by } => journal
                     .approval(step, &call_id, Some(member), Ok(()), by)
-                    .map_err(log)?,
+                    .map_err(crate::said)?,
                 Verdict::Refused { why, by } => {
                     journal
                         .approval(step, &call_id, Some(member), Err(&why), by)
-                        .map_err(log)?;
+                        .map_err(crate::said)?;
                     let text = if changes {
                         format!("{} ({why})", tools::ACTION_REFUSED)
                     } else {
@@ -171,7 +170,7 @@ impl Server {
                     LedgerState::Pending,
                     json!({"browser_member": member}),
                 )
-                .map_err(log)?;
+                .map_err(crate::said)?;
         }
         // The URL policy goes with the call: the daemon checks it in the
         // document the call acts on (docs/security.md L17).
@@ -195,7 +194,7 @@ impl Server {
                 if changes {
                     journal
                         .ledger(step, &call_id, LedgerState::Failed, json!({"error": body}))
-                        .map_err(log)?;
+                        .map_err(crate::said)?;
                 }
                 let after = ch
                     .browser_state()
@@ -214,7 +213,7 @@ impl Server {
                 if changes {
                     journal
                         .ledger(step, &call_id, state, json!({"error": e.to_string()}))
-                        .map_err(log)?;
+                        .map_err(crate::said)?;
                 }
                 g.channel = None;
                 return Ok(answer(
@@ -240,7 +239,7 @@ impl Server {
                     },
                     json!({"browser_member": member}),
                 )
-                .map_err(log)?;
+                .map_err(crate::said)?;
         }
         if ok && matches!(member, "read_page" | "find") {
             *last_read = result.as_ref().ok().cloned();
@@ -250,7 +249,7 @@ impl Server {
                 step,
                 tools::output(&call_id, after.clone(), result.clone(), None),
             )
-            .map_err(log)?;
+            .map_err(crate::said)?;
         Ok(answer(after, result, image.as_ref()).into())
     }
 }

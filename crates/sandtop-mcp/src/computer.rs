@@ -142,7 +142,7 @@ impl Server {
                 network,
             )
             .await
-            .map_err(|e| format!("starting a guest: {e:#}"))?;
+            .map_err(|e| format!("starting a guest: {}", crate::said(e)))?;
         Ok(CallToolResult::structured(row))
     }
 
@@ -159,7 +159,7 @@ impl Server {
     pub(super) async fn guest_list(&self, args: &Value) -> Result<CallToolResult, String> {
         fields(args, &[])?;
         let st = self.state.lock().await;
-        let rows = st.guests.list().await.map_err(|e| format!("{e:#}"))?;
+        let rows = st.guests.list().await.map_err(crate::said)?;
         Ok(CallToolResult::structured(json!({"guests": rows})))
     }
 
@@ -172,7 +172,7 @@ impl Server {
         } = &mut *st;
         let g = guests.resolve(opt_str(obj, "session")?).await?;
         let session = g.rec.name.clone();
-        let ch = g.channel().await.map_err(|e| format!("{e:#}"))?;
+        let ch = g.channel().await.map_err(crate::said)?;
         let options = ScreenshotOptions {
             size,
             fit: Fit::Contain,
@@ -189,7 +189,7 @@ impl Server {
         let step = journal.step();
         journal
             .observation(step, None, &png, shot.scale_map)
-            .map_err(|e| format!("{e:#}"))?;
+            .map_err(crate::said)?;
         Ok(with_image(
             json!({"session": session, "width": shot.width, "height": shot.height}),
             Some(&shot),
@@ -229,7 +229,7 @@ impl Server {
         let session = g.rec.name.clone();
         // `host-cli view`'s buttons, when the client cannot ask.
         let view = g.control.clone().map(|c| (c, g.dir.path.clone()));
-        let ch = g.channel().await.map_err(|e| format!("{e:#}"))?;
+        let ch = g.channel().await.map_err(crate::said)?;
         let screen = ch
             .info()
             .display
@@ -237,13 +237,13 @@ impl Server {
         let map = ScaleMap::fit(screen, None, size, Fit::Contain).map_err(|e| e.to_string())?;
         let (step, call_id) = journal
             .begin(json!({"type": "computer_call", "actions": raw, "pending_safety_checks": []}))
-            .map_err(|e| format!("{e:#}"))?;
+            .map_err(crate::said)?;
         let actions = match preflight::check_call(&call_id, &raw, Some(&map)) {
             Ok(a) => a,
             Err(r) => {
                 journal
                     .refused(step, &call_id, r.index, r.code, &r.reason)
-                    .map_err(|e| format!("{e:#}"))?;
+                    .map_err(crate::said)?;
                 let message = match r.index {
                     Some(i) => format!("{} in action {i}; nothing ran", r.reason),
                     None => format!("{}; nothing ran", r.reason),
@@ -277,14 +277,14 @@ impl Server {
                 Verdict::Refused { why, by } => {
                     journal
                         .approval(step, &call_id, None, Err(&why), by)
-                        .map_err(|e| format!("{e:#}"))?;
+                        .map_err(crate::said)?;
                     return Ok(
                         with_image(failure(0, "not_approved", &why, None), None, true).into(),
                     );
                 }
                 Verdict::Ask(r) => return Ok(CallToolResponse::InputRequired(r)),
             }
-            .map_err(|e| format!("{e:#}"))?;
+            .map_err(crate::said)?;
         }
         journal
             .ledger(
@@ -293,7 +293,7 @@ impl Server {
                 LedgerState::Pending,
                 json!({"actions": actions.len()}),
             )
-            .map_err(|e| format!("{e:#}"))?;
+            .map_err(crate::said)?;
         let mut req = BatchRequest::new(
             actions,
             ScreenshotOptions {
@@ -308,7 +308,6 @@ impl Server {
             () = ctx.ct.cancelled() => Err(ChannelError::Http("the call was cancelled by the client".into())),
             () = progress(ctx, "the batch is running") => unreachable!("progress never ends"),
         };
-        let log = |e: sandtop_runfolder::Error| sandtop_hostkit::chain::chain(&e);
         match r {
             Ok(reply) => {
                 let shot = reply
@@ -322,10 +321,10 @@ impl Server {
                         LedgerState::Done,
                         json!({"executed": reply.executed, "daemon_timings": reply.timings}),
                     )
-                    .map_err(log)?;
+                    .map_err(crate::said)?;
                 journal
                     .observation(step, Some(&call_id), &png, shot.scale_map)
-                    .map_err(log)?;
+                    .map_err(crate::said)?;
                 Ok(with_image(
                     json!({
                         "ok": true,
@@ -341,7 +340,7 @@ impl Server {
             Err(ChannelError::Daemon { body, .. }) => {
                 journal
                     .ledger(step, &call_id, LedgerState::Failed, json!({"error": body}))
-                    .map_err(log)?;
+                    .map_err(crate::said)?;
                 let executed = body.executed.unwrap_or(0);
                 // The screen after it, as the model needs to see it.
                 let after = ch
@@ -369,7 +368,7 @@ impl Server {
                 };
                 journal
                     .ledger(step, &call_id, state, json!({"error": e.to_string()}))
-                    .map_err(log)?;
+                    .map_err(crate::said)?;
                 // The connection's state is unknown: a new one next time.
                 g.channel = None;
                 Ok(with_image(

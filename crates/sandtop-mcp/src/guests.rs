@@ -140,8 +140,9 @@ impl Guests {
             }
             Err(e) => {
                 eprintln!(
-                    "host-cli mcp: no live view questions for session {}: {e:#}",
-                    rec.name
+                    "host-cli mcp: no live view questions for session {}: {}",
+                    rec.name,
+                    sandtop_hostkit::chain::chain(&e)
                 );
                 None
             }
@@ -187,7 +188,7 @@ impl Guests {
                     .map_err(|e| format!("{}; start one with sandtop_guest_start", e.chain()))?;
                 let n = rec.name.clone();
                 if !self.in_use.contains_key(&n) {
-                    self.take(dir, rec, false).map_err(|e| format!("{e:#}"))?;
+                    self.take(dir, rec, false).map_err(crate::said)?;
                 }
                 n
             }
@@ -196,7 +197,7 @@ impl Guests {
             session::check_name(&name).map_err(|e| e.to_string())?;
             let dir = self.store.get(&name).map_err(|e| e.to_string())?;
             let rec = dir.load().map_err(|e| e.to_string())?;
-            self.take(dir, rec, false).map_err(|e| format!("{e:#}"))?;
+            self.take(dir, rec, false).map_err(crate::said)?;
         }
         self.in_use
             .get_mut(&name)

@@ -58,6 +58,13 @@ pub mod sign_in;
 pub mod sign_in_page;
 pub mod tools;
 
+/// An error and its causes on one line, for a tool result or a log line
+/// (what `anyhow`'s `{:#}` prints; a typed error keeps its causes as
+/// sources, which its own `{:#}` would drop).
+pub(crate) fn said(e: impl Into<anyhow::Error>) -> String {
+    format!("{:#}", e.into())
+}
+
 #[cfg(test)]
 mod tests;
 

@@ -209,9 +209,6 @@ impl Server {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, String> {
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
-        fn log(e: impl Into<anyhow::Error>) -> String {
-            format!("{:#}", e.into())
-        }
         let mut st = self.state.lock().await;
         // The answer round of 2026-07-28: the page is up already.
         if let Some(state) = &request.request_state {
@@ -250,7 +247,7 @@ impl Server {
         let (step, call_id) = st
             .journal
             .begin(json!({"type": "function_call", "name": TOOL, "arguments": args.to_string()}))
-            .map_err(log)?;
+            .map_err(crate::said)?;
         let req = match rules::parse_request(&args.to_string()) {
             Ok(r) => r,
             Err(why) => return self.record(&mut st, step, &call_id, None, Ended::refused(why)),
@@ -263,7 +260,7 @@ impl Server {
         };
         // Who answers.
         if url_elicitation(ctx) {
-            let mut page = sign_in_page::start(&req).await.map_err(log)?;
+            let mut page = sign_in_page::start(&req).await.map_err(crate::said)?;
             if modern(ctx) {
                 let q = url_question(&req, page.url(), String::new());
                 let state = {
@@ -277,7 +274,7 @@ impl Server {
                         page,
                         at: Instant::now(),
                     })
-                    .map_err(log)?
+                    .map_err(crate::said)?
                 };
                 let mut requests = BTreeMap::new();
                 requests.insert(
@@ -289,7 +286,7 @@ impl Server {
                     Some(state),
                 )));
             }
-            let id = sandtop_view::auth::random_hex().map_err(log)?;
+            let id = sandtop_view::auth::random_hex().map_err(crate::said)?;
             let q = url_question(&req, page.url(), id);
             let asked = tokio::select! {
                 r = ctx.peer.create_elicitation(q) => r.map(|r| r.action).map_err(|e| e.to_string()),
@@ -352,7 +349,7 @@ impl Server {
             ));
         }
         let g = st.guests.resolve(None).await?;
-        let ch = g.channel().await.map_err(|e| format!("{e:#}"))?;
+        let ch = g.channel().await.map_err(crate::said)?;
         let state = match ch.browser_state().await {
             Ok(s) => s,
             Err(ChannelError::Daemon { body, .. }) => {
@@ -460,7 +457,7 @@ impl Server {
         let r = match g.channel().await {
             Ok(ch) => ch.browser_call(&fill).await,
             Err(e) => {
-                return Ended::answered(Status::Cancelled, Some(source), Some(format!("{e:#}")));
+                return Ended::answered(Status::Cancelled, Some(source), Some(crate::said(e)));
             }
         };
         drop(fill);
@@ -521,7 +518,7 @@ impl Server {
                 ended.option.clone(),
                 ended.why.clone(),
             )
-            .map_err(|e| format!("{e:#}"))?;
+            .map_err(crate::said)?;
         Ok(result(&ended).into())
     }
 }

@@ -274,7 +274,7 @@ fn policy_files_are_strict() {
     // A misspelt member is an error, not a policy that silently
     // approves nothing.
     std::fs::write(&p, r#"{"approve_browser_members": ["clik"]}"#).unwrap();
-    let e = format!("{:#}", Policy::load(&p).unwrap_err());
+    let e = sandtop_hostkit::chain::chain(&Policy::load(&p).unwrap_err());
     assert!(e.contains("`clik` is not a browser member"), "{e}");
 }
 
