@@ -203,7 +203,7 @@ async fn a11_a_panic_is_an_internal_error_and_releases_held_input() {
     );
 }
 
-/// desktop/mod.rs step 4: "releases any held input, drops the permit, then
+/// desktop.rs step 4: "releases any held input, drops the permit, then
 /// replies, so the next request never sees a stale `busy`". When a job
 /// panics, its `reply` sender and then its `permit` are dropped while
 /// unwinding out of `Desktop::handle` (locals drop in reverse order:
