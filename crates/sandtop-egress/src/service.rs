@@ -30,7 +30,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
@@ -108,6 +107,16 @@ pub enum EgressError {
     /// own log (host text).
     #[error("the egress proxy did not start within {waited:?}; its log says:\n{log}")]
     NotStarted { waited: Duration, log: String },
+    /// The proxy's settings file could not be read back.
+    #[error("reading {}", path.display())]
+    Settings {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// `--socket-owner` is not `uid:gid`.
+    #[error("--socket-owner is uid:gid, not `{0}`")]
+    Owner(String),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> EgressError {
@@ -192,11 +201,12 @@ pub struct ServeArgs {
     pub socket_owner: Option<String>,
 }
 
-fn bind(path: &Path, mode: u32) -> anyhow::Result<tokio::net::UnixListener> {
+fn bind(path: &Path, mode: u32) -> Result<tokio::net::UnixListener, EgressError> {
     let _ = std::fs::remove_file(path);
-    let l = tokio::net::UnixListener::bind(path)
-        .with_context(|| format!("binding {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    let l =
+        tokio::net::UnixListener::bind(path).map_err(io(format!("binding {}", path.display())))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(io(format!("chmod {mode:o} {}", path.display())))?;
     Ok(l)
 }
 
@@ -213,10 +223,10 @@ fn bind(path: &Path, mode: u32) -> anyhow::Result<tokio::net::UnixListener> {
 fn bind_for_guest(
     target: &Path,
     owner: Option<(u32, u32)>,
-) -> anyhow::Result<tokio::net::UnixListener> {
+) -> Result<tokio::net::UnixListener, EgressError> {
     let _ = std::fs::remove_file(target);
     let l = tokio::net::UnixListener::bind(target)
-        .with_context(|| format!("binding {}", target.display()))?;
+        .map_err(io(format!("binding {}", target.display())))?;
     if let Some((u, g)) = owner {
         rustix::fs::chownat(
             rustix::fs::CWD,
@@ -225,7 +235,7 @@ fn bind_for_guest(
             Some(rustix::fs::Gid::from_raw(g)),
             rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
         )
-        .context("chown of the guest socket")?;
+        .map_err(|e| io("chown of the guest socket")(e.into()))?;
     }
     Ok(l)
 }
@@ -241,9 +251,10 @@ fn umask_for(owner: Option<(u32, u32)>) -> u32 {
     if guest_is_owner { 0o177 } else { 0o111 }
 }
 
-fn parse_owner(s: &str) -> anyhow::Result<(u32, u32)> {
-    let (u, g) = s.split_once(':').context("--socket-owner is uid:gid")?;
-    Ok((u.parse()?, g.parse()?))
+fn parse_owner(s: &str) -> Result<(u32, u32), EgressError> {
+    let bad = || EgressError::Owner(s.to_string());
+    let (u, g) = s.split_once(':').ok_or_else(bad)?;
+    Ok((u.parse().map_err(|_| bad())?, g.parse().map_err(|_| bad())?))
 }
 
 /// The attached control client, if any: journal entries go to it.
@@ -257,17 +268,22 @@ pub fn forward(client: &Clients, entry: &Value) {
 }
 
 /// The body of `host-cli egress-proxy`.
-pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
+pub async fn serve(a: ServeArgs) -> Result<(), EgressError> {
     let owner = a.socket_owner.as_deref().map(parse_owner).transpose()?;
     // First, before any file exists: see `bind_for_guest`.
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(umask_for(owner)));
-    let cfg: EgressConfig = serde_json::from_slice(&std::fs::read(&a.config)?)
-        .with_context(|| format!("reading {}", a.config.display()))?;
+    let text = std::fs::read(&a.config).map_err(io(format!("reading {}", a.config.display())))?;
+    let cfg: EgressConfig =
+        serde_json::from_slice(&text).map_err(|source| EgressError::Settings {
+            path: a.config.clone(),
+            source,
+        })?;
     let mut journal_file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
-        .open(&a.journal)?;
+        .open(&a.journal)
+        .map_err(io(format!("opening {}", a.journal.display())))?;
     let client: Clients = Arc::default();
     let (jtx, mut jrx) = mpsc::unbounded_channel::<Value>();
     let journal: proxy::Journal = Arc::new(move |v| {
@@ -339,9 +355,12 @@ pub async fn serve_control(
     proxy: Arc<Proxy>,
     control: tokio::net::UnixListener,
     client: Clients,
-) -> anyhow::Result<()> {
+) -> Result<(), EgressError> {
     loop {
-        let (stream, _) = control.accept().await?;
+        let (stream, _) = control
+            .accept()
+            .await
+            .map_err(io("accepting on the egress control socket"))?;
         // One operator at a time: a new client replaces the old one.
         let (tx, rx) = mpsc::unbounded_channel::<Value>();
         *client.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx.clone());
@@ -557,5 +576,16 @@ mod tests {
         );
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "host file");
         tokio::net::UnixStream::connect(&target).await.unwrap();
+    }
+
+    #[test]
+    fn a_socket_owner_is_uid_colon_gid_and_anything_else_is_refused_by_name() {
+        assert_eq!(parse_owner("1000:1001").unwrap(), (1000, 1001));
+        for bad in ["1000", "1000:", ":1000", "a:b", "1:2:3", "-1:0"] {
+            match parse_owner(bad) {
+                Err(EgressError::Owner(s)) => assert_eq!(s, bad),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
     }
 }

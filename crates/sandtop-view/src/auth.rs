@@ -39,6 +39,8 @@ use http::header;
 use subtle::ConstantTimeEq as _;
 use zeroize::Zeroizing;
 
+use crate::Error;
+
 /// The cookie's name, before `_PORT`.
 pub const COOKIE_PREFIX: &str = "sandtop_view";
 
@@ -79,9 +81,9 @@ pub enum Refusal {
 }
 
 /// A random value as 64 hex digits (256 bits from the OS).
-pub fn random_hex() -> anyhow::Result<String> {
+pub fn random_hex() -> Result<String, Error> {
     let mut b = [0u8; 32];
-    getrandom::fill(&mut b).map_err(|e| anyhow::anyhow!("no randomness from the OS: {e}"))?;
+    getrandom::fill(&mut b).map_err(Error::Random)?;
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
@@ -116,11 +118,10 @@ pub struct Loopback {
 
 impl Loopback {
     /// `addr` must be a loopback address (127.0.0.0/8 or ::1).
-    pub fn new(addr: SocketAddr) -> anyhow::Result<Loopback> {
-        anyhow::ensure!(
-            addr.ip().is_loopback(),
-            "this server serves on loopback only, not {addr}"
-        );
+    pub fn new(addr: SocketAddr) -> Result<Loopback, Error> {
+        if !addr.ip().is_loopback() {
+            return Err(Error::NotLoopback(addr));
+        }
         Ok(Loopback { addr })
     }
 
@@ -172,7 +173,7 @@ pub struct Auth {
 impl Auth {
     /// Secrets for a view served on `addr` (a loopback address); `grant`
     /// is what its link gives.
-    pub fn new(addr: SocketAddr, grant: Grant) -> anyhow::Result<Auth> {
+    pub fn new(addr: SocketAddr, grant: Grant) -> Result<Auth, Error> {
         Ok(Auth {
             place: Loopback::new(addr)?,
             grant,
@@ -341,8 +342,14 @@ mod tests {
 
     #[test]
     fn only_loopback_is_served() {
-        assert!(Auth::new("0.0.0.0:1".parse().unwrap(), Grant::Control).is_err());
-        assert!(Auth::new("192.168.1.2:1".parse().unwrap(), Grant::Control).is_err());
+        for bad in ["0.0.0.0:1", "192.168.1.2:1", "[::]:1"] {
+            let addr: SocketAddr = bad.parse().unwrap();
+            match Auth::new(addr, Grant::Control) {
+                Err(Error::NotLoopback(a)) => assert_eq!(a, addr),
+                other => panic!("{bad}: {:?}", other.map(|_| ())),
+            }
+        }
+        assert!(Auth::new("[::1]:1".parse().unwrap(), Grant::Control).is_ok());
     }
 
     #[test]

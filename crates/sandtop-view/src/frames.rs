@@ -19,7 +19,7 @@ const QUALITY: u8 = 70;
 pub async fn pump<F, Fut>(hub: Arc<Hub>, max_width: Option<u32>, mut open: F)
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<Channel>>,
+    Fut: std::future::Future<Output = Result<Channel, crate::Error>>,
 {
     let mut channel: Option<Channel> = None;
     let mut seq = 0u64;
@@ -39,7 +39,10 @@ where
                 Err(e) => {
                     problem(
                         &hub,
-                        Some(format!("cannot reach the guest's daemon: {e:#}")),
+                        Some(format!(
+                            "cannot reach the guest's daemon: {}",
+                            sandtop_hostkit::chain::chain(&e)
+                        )),
                     );
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;

@@ -13,15 +13,16 @@
 //! 4. [`server`]: the page (embedded), the WebSocket, the snapshot.
 
 pub mod auth;
+mod error;
 pub mod frames;
 pub mod hub;
 pub mod run_link;
 pub mod server;
 
+pub use error::Error;
+
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
-
-use anyhow::Context as _;
 
 use sandtop_guest::session::Store;
 
@@ -41,7 +42,7 @@ pub struct Options {
 
 /// Serves the view of `a.session` on 127.0.0.1 until Ctrl-C (printing its
 /// one-time link).
-pub async fn serve(a: Options) -> anyhow::Result<()> {
+pub async fn serve(a: Options) -> Result<(), Error> {
     let store = Store::open()?;
     let (dir, rec) = sandtop_guest::resolve_session(&store, a.session.as_deref()).await?;
     let name = dir.name.clone();
@@ -51,8 +52,14 @@ pub async fn serve(a: Options) -> anyhow::Result<()> {
     let listener =
         tokio::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, a.port.unwrap_or(0))))
             .await
-            .with_context(|| format!("listening on 127.0.0.1:{}", a.port.unwrap_or(0)))?;
-    let addr = listener.local_addr()?;
+            .map_err(|source| Error::Io {
+                doing: format!("listening on 127.0.0.1:{}", a.port.unwrap_or(0)),
+                source,
+            })?;
+    let addr = listener.local_addr().map_err(|source| Error::Io {
+        doing: "reading the view's address".into(),
+        source,
+    })?;
     let grant = if a.view_only {
         auth::Grant::ViewOnly
     } else {
@@ -69,7 +76,7 @@ pub async fn serve(a: Options) -> anyhow::Result<()> {
             async move {
                 sandtop_guest::open_channel(&dir, &rec)
                     .await
-                    .map_err(anyhow::Error::from)
+                    .map_err(Error::from)
             }
         }
     };
@@ -95,7 +102,7 @@ pub async fn serve(a: Options) -> anyhow::Result<()> {
                     quality: None,
                 };
                 let (_, bytes) = ch.frame(&req).await?;
-                bytes.context("the daemon sent no image")
+                bytes.ok_or(Error::NoImage)
             })
         }
     };
@@ -114,7 +121,10 @@ pub async fn serve(a: Options) -> anyhow::Result<()> {
     match sandtop_hostkit::signals::until_interrupted(axum::serve(listener, app).into_future())
         .await
     {
-        Ok(r) => r.context("serving the view")?,
+        Ok(r) => r.map_err(|source| Error::Io {
+            doing: "serving the view".into(),
+            source,
+        })?,
         Err(_signal) => {}
     }
     Ok(())

@@ -30,7 +30,7 @@ pub async fn link<F, Fut>(
     mut open: F,
 ) where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<Channel>>,
+    Fut: std::future::Future<Output = Result<Channel, crate::Error>>,
 {
     let path = dir.path.join(SOCKET_NAME);
     let mut local = Local::default();
@@ -103,7 +103,7 @@ impl Local {
     async fn handle<F, Fut>(&mut self, hub: &Hub, dir: &SessionDir, cmd: Command, open: &mut F)
     where
         F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = anyhow::Result<Channel>>,
+        Fut: std::future::Future<Output = Result<Channel, crate::Error>>,
     {
         let refuse = |what: &str, why: String| {
             hub.run_event(Event::Refused {
@@ -151,7 +151,10 @@ impl Local {
                             hub.run_event(Event::Acted {
                                 ok: false,
                                 executed: 0,
-                                error: Some(format!("cannot reach the daemon: {e:#}")),
+                                error: Some(format!(
+                                    "cannot reach the daemon: {}",
+                                    sandtop_hostkit::chain::chain(&e)
+                                )),
                             });
                             return;
                         }

@@ -54,7 +54,7 @@ pub struct ViewState {
 }
 
 pub type SnapshotFuture =
-    std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<Vec<u8>>> + Send>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u8>, crate::Error>> + Send>>;
 
 pub fn router(state: Arc<ViewState>) -> Router {
     Router::new()
@@ -200,7 +200,7 @@ async fn snapshot(State(s): State<Arc<ViewState>>, headers: HeaderMap) -> Respon
             StatusCode::BAD_GATEWAY,
             &format!(
                 "no snapshot: {}",
-                sandtop_hostkit::term::safe_line(&format!("{e:#}"))
+                sandtop_hostkit::term::safe_line(&sandtop_hostkit::chain::chain(&e))
             ),
         ),
     }
