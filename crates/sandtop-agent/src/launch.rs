@@ -2,8 +2,8 @@
 //! run`, `exercise`, `batch`): the model's API ([`Provider`]), the default
 //! instructions, the run's new folder, the operator, the control socket
 //! the live view attaches to, Ctrl-C (both in [`Attended`]), and how a
-//! run's end is shown (the
-//! summary, the exit status, the hint to resume an unknown outcome).
+//! run's end is shown (the summary, the exit status, the hint to resume an
+//! unknown outcome).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -25,6 +25,7 @@ pub mod qemu;
 pub mod qemu_snapshot;
 pub mod qemu_user;
 pub mod session;
+pub mod snapshot_store;
 
 use std::future::Future;
 
@@ -443,7 +444,7 @@ pub async fn gc_folders(
                 BackendKind::Local => (!local::LocalBackend.alive(&dir, &rec).await)
                     .then_some("its local daemon is gone"),
                 BackendKind::Qemu => {
-                    if qemu_snapshot::abandoned(&dir) {
+                    if snapshot_store::abandoned(&dir) {
                         qemu::stop_processes(&dir, &rec).await;
                         Some("a VM snapshot's boot whose host-cli is gone")
                     } else if qemu::alive(&dir, &rec) {

@@ -41,6 +41,7 @@ use rustix::process::{Pid, Signal};
 use sandtop_protocol::session;
 
 use super::qemu_user::RunAs;
+use super::snapshot_store::{CANONICAL_DIR, CANONICAL_NAME, FORMAT, FileId, Identity};
 use super::{Backend, GuestError, Result, StartRequest};
 pub use crate::session::{Accel, QemuRecord};
 use crate::session::{BackendRecord, SessionDir, SessionRecord, now_unix};
@@ -318,7 +319,7 @@ impl QemuBackend {
             cpu: std::env::var("SANDTOP_QEMU_CPU").unwrap_or_else(|_| default_cpu(accel).into()),
             ready_timeout: None,
             run_as,
-            snapshots: super::qemu_snapshot::enabled_by_env(),
+            snapshots: super::snapshot_store::enabled_by_env(),
         })
     }
 
@@ -334,15 +335,45 @@ impl QemuBackend {
         self
     }
 
+    /// The identity a start of `req` has: what a snapshot it may use
+    /// shares with it (its image files, this QEMU, the same arguments but
+    /// for the session's paths and name; `qemu_snapshot`).
+    pub fn snapshot_identity(&self, req: &StartRequest) -> Result<Identity> {
+        let dir = SessionDir {
+            name: CANONICAL_NAME.into(),
+            path: PathBuf::from(CANONICAL_DIR),
+        };
+        let mut canonical = req.clone();
+        CANONICAL_NAME.clone_into(&mut canonical.name);
+        let image = [
+            self.image.kernel(),
+            self.image.initrd(),
+            self.image.rootfs(),
+        ]
+        .iter()
+        .map(|p| FileId::of(p))
+        .collect::<Result<Vec<_>>>()?;
+        Ok(Identity {
+            format: FORMAT,
+            image,
+            input_hash: std::fs::read_to_string(self.image.dir.join("input-hash"))
+                .ok()
+                .map(|s| s.trim().to_string()),
+            qemu: FileId::of(&self.qemu)?,
+            args: self.args(&dir, &canonical),
+        })
+    }
+
     /// The snapshot a start of `req` uses: one of its exact identity,
     /// unless snapshots are off or the boot probe is asked (its facts are
     /// printed at boot, which a clone does not go through).
-    fn snapshot_for(&self, req: &StartRequest) -> Option<super::qemu_snapshot::Snapshot> {
+    fn snapshot_for(&self, req: &StartRequest) -> Option<super::snapshot_store::Snapshot> {
         if !self.snapshots || self.probe || !supports_vmgenid() {
             return None;
         }
-        match super::qemu_snapshot::find(self, req) {
-            Ok(s) => s,
+        let folder = super::snapshot_store::folder(&self.image.dir);
+        match self.snapshot_identity(req) {
+            Ok(want) => super::snapshot_store::find_in(&folder, &want),
             Err(e) => {
                 eprintln!("host-cli: not using a VM snapshot: {}", e.chain());
                 None
@@ -439,7 +470,7 @@ impl QemuBackend {
             "-device",
             &format!(
                 "virtserialport,id={},chardev=link,name={}",
-                super::qemu_snapshot::LINK_PORT_ID,
+                super::snapshot_store::LINK_PORT_ID,
                 sandtop_vmlink::PORT_NAME
             ),
         ]);
@@ -457,7 +488,7 @@ impl QemuBackend {
             "-device",
             &format!(
                 "virtserialport,id={},chardev=clock,name={CLOCK_PORT_NAME}",
-                super::qemu_snapshot::CLOCK_PORT_ID
+                super::snapshot_store::CLOCK_PORT_ID
             ),
         ]);
         push(&[
@@ -580,7 +611,7 @@ impl Backend for QemuBackend {
                         dir.path.join(format!("{f}-snapshot.log")),
                     );
                 }
-                super::qemu_snapshot::remove(&snapshot);
+                super::snapshot_store::remove(&snapshot);
                 self.boot(dir, req, None).await
             }
             Err(e) => Err(e),
@@ -613,7 +644,7 @@ impl QemuBackend {
         &self,
         dir: &SessionDir,
         req: &StartRequest,
-        snapshot: Option<&super::qemu_snapshot::Snapshot>,
+        snapshot: Option<&super::snapshot_store::Snapshot>,
     ) -> Result<SessionRecord> {
         let mut qemu = std::process::Command::new(&self.qemu);
         qemu.args(self.args(dir, req));

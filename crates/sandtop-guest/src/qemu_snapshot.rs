@@ -14,7 +14,8 @@
 //! QEMU's seccomp filter forbids it to spawn a writer, and after dropping
 //! root it could not open the file itself. Then QEMU quits.
 //!
-//! `guest start --backend qemu` ([`find`]) uses a snapshot whose
+//! `guest start --backend qemu` (`QemuBackend::snapshot_identity`, then
+//! [`super::snapshot_store::find_in`]) uses a snapshot whose
 //! [`Identity`] is exactly the one the start would have: the same image
 //! files (size, modification time and inode of `vmlinuz`, `initrd.img`,
 //! `rootfs.ext4`, and `make guest-vm`'s input hash), the same QEMU binary,
@@ -59,243 +60,21 @@
 
 use std::io::{BufRead as _, Write as _};
 use std::os::fd::{AsFd as _, BorrowedFd};
-use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::qemu::{QemuBackend, VmImage};
+use super::qemu::QemuBackend;
+use super::snapshot_store::{
+    FORMAT, Identity, LINK_PORT_ID, Meta, SESSION_PREFIX, Snapshot, folder, list, partial_name,
+    private, remove, remove_abandoned_partials,
+};
 use super::{GuestError, Result, StartRequest};
 use crate::session::{BackendRecord, QemuRecord, SessionDir, SessionRecord, Store, now_unix};
-
-/// Where snapshots are kept, when not in `snapshots/` beside the image.
-pub const FOLDER_ENV: &str = "SANDTOP_VM_SNAPSHOTS";
-/// `0`: `guest start` never starts a VM from a snapshot.
-pub const USE_ENV: &str = "SANDTOP_VM_SNAPSHOT";
-/// The link's virtio-serial port's QEMU id.
-pub const LINK_PORT_ID: &str = "link";
-/// The clock port's QEMU id (the guest's root helper reads the host's
-/// time from it when a session's link starts). A snapshot is taken at
-/// the link port's (`LINK_PORT_ID`) `VSERPORT_CHANGE`, once the desktop is
-/// healthy.
-pub const CLOCK_PORT_ID: &str = "clock";
-/// The snapshot files' format; a new one makes the old ones stale.
-const FORMAT: u32 = 1;
-/// The name and folder the identity's arguments are computed for.
-const CANONICAL_NAME: &str = "snapshot";
-const CANONICAL_DIR: &str = "/sandtop-session";
-/// The name of the session a snapshot boots in, before 8 hex digits.
-const SESSION_PREFIX: &str = "snapshot-";
-
-/// The folder a VM image's snapshots are kept in: `$SANDTOP_VM_SNAPSHOTS`,
-/// else `snapshots/` in the image's folder.
-pub fn folder(image: &VmImage) -> PathBuf {
-    std::env::var_os(FOLDER_ENV)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| image.dir.join("snapshots"))
-}
-
-/// Whether `guest start` may use a snapshot (`SANDTOP_VM_SNAPSHOT=0`: no).
-pub fn enabled_by_env() -> bool {
-    std::env::var_os(USE_ENV).is_none_or(|v| v != "0")
-}
-
-/// A file as it was when the snapshot was made.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileId {
-    pub path: PathBuf,
-    pub len: u64,
-    pub mtime_s: i64,
-    pub mtime_ns: i64,
-    pub ino: u64,
-}
-
-impl FileId {
-    pub fn of(path: &Path) -> Result<FileId> {
-        let m = std::fs::metadata(path)
-            .map_err(GuestError::io(format!("reading {}", path.display())))?;
-        Ok(FileId {
-            path: path.to_path_buf(),
-            len: m.len(),
-            mtime_s: m.mtime(),
-            mtime_ns: m.mtime_nsec(),
-            ino: m.ino(),
-        })
-    }
-}
-
-/// Everything a clone must share with its snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Identity {
-    pub format: u32,
-    /// `vmlinuz`, `initrd.img`, `rootfs.ext4`.
-    pub image: Vec<FileId>,
-    /// `input-hash` of `make guest-vm`, when there.
-    pub input_hash: Option<String>,
-    pub qemu: FileId,
-    /// QEMU's arguments for a session at a fixed path and name.
-    pub args: Vec<String>,
-}
-
-/// The identity a start of `req` on `b` has.
-pub fn identity(b: &QemuBackend, req: &StartRequest) -> Result<Identity> {
-    let dir = SessionDir {
-        name: CANONICAL_NAME.into(),
-        path: PathBuf::from(CANONICAL_DIR),
-    };
-    let mut canonical = req.clone();
-    CANONICAL_NAME.clone_into(&mut canonical.name);
-    Ok(Identity {
-        format: FORMAT,
-        image: image_files(&b.image)?,
-        input_hash: std::fs::read_to_string(b.image.dir.join("input-hash"))
-            .ok()
-            .map(|s| s.trim().to_string()),
-        qemu: FileId::of(&b.qemu)?,
-        args: b.args(&dir, &canonical),
-    })
-}
-
-fn image_files(image: &VmImage) -> Result<Vec<FileId>> {
-    [image.kernel(), image.initrd(), image.rootfs()]
-        .iter()
-        .map(|p| FileId::of(p))
-        .collect()
-}
-
-/// A snapshot's description (`ID.json` beside `ID.vmstate`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Meta {
-    pub identity: Identity,
-    /// The state file's name, in the same folder.
-    pub state_file: String,
-    pub created_unix: u64,
-    pub bytes: u64,
-    /// From QEMU's start to the guest waiting for its token.
-    pub boot_ms: u64,
-    /// Writing the state.
-    pub save_ms: u64,
-}
-
-/// A snapshot on disk.
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    pub meta: Meta,
-    pub meta_path: PathBuf,
-    pub state: PathBuf,
-}
-
-/// A file or folder only this user may change: owned by it, not
-/// writable by group or others. A snapshot is the memory a guest starts
-/// from; one planted by another account would run in its place.
-fn private(path: &Path) -> bool {
-    std::fs::symlink_metadata(path)
-        .is_ok_and(|m| m.uid() == rustix::process::geteuid().as_raw() && m.mode() & 0o022 == 0)
-}
-
-/// The snapshots in `folder` whose description reads (in no order).
-pub fn list(folder: &Path) -> Vec<Snapshot> {
-    let Ok(entries) = std::fs::read_dir(folder) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-        .filter_map(|e| {
-            let meta: Meta = serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
-            // A plain `*.vmstate` name in this folder, nothing else: a
-            // description never points (or makes `remove` delete) outside.
-            let plain = Path::new(&meta.state_file)
-                .file_name()
-                .is_some_and(|n| n == meta.state_file.as_str())
-                && meta.state_file.ends_with(".vmstate");
-            if !plain {
-                return None;
-            }
-            let state = folder.join(&meta.state_file);
-            Some(Snapshot {
-                meta,
-                meta_path: e.path(),
-                state,
-            })
-        })
-        .collect()
-}
-
-/// The snapshot a start of `req` on `b` may use: its identity is the
-/// start's, its files are there and private to this user.
-pub fn find(b: &QemuBackend, req: &StartRequest) -> Result<Option<Snapshot>> {
-    find_in(&folder(&b.image), b, req)
-}
-
-/// [`find`] in `folder`.
-pub fn find_in(folder: &Path, b: &QemuBackend, req: &StartRequest) -> Result<Option<Snapshot>> {
-    let want = identity(b, req)?;
-    if !private(folder) {
-        return Ok(None);
-    }
-    Ok(list(folder).into_iter().find(|s| {
-        s.meta.identity == want && s.state.is_file() && private(&s.state) && private(&s.meta_path)
-    }))
-}
-
-/// Whether `dir` is the session of a `guest snapshot` whose host-cli is
-/// gone (killed): named `snapshot-…`, no token (no session ever had one),
-/// its creator not running. Nobody will save or stop it: `guest gc` does.
-pub fn abandoned(dir: &SessionDir) -> bool {
-    dir.name.starts_with(SESSION_PREFIX)
-        && !dir.token_path().exists()
-        && dir.owner_state() == Some(false)
-}
-
-/// Removes a snapshot's files.
-pub fn remove(s: &Snapshot) {
-    let _ = std::fs::remove_file(&s.state);
-    let _ = std::fs::remove_file(&s.meta_path);
-}
-
-/// A file being written: `ID.PID.KIND.partial`, PID this process's, so
-/// that a later `guest snapshot` can tell one whose writer is gone.
-fn partial_name(id: &str, kind: &str) -> String {
-    format!("{id}.{}.{kind}.partial", std::process::id())
-}
-
-/// The writer's pid of a name [`partial_name`] made.
-fn partial_writer(name: &str) -> Option<i32> {
-    let mut parts = name.strip_suffix(".partial")?.split('.');
-    let (_id, pid, kind) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || !matches!(kind, "vmstate" | "json") {
-        return None;
-    }
-    pid.parse().ok()
-}
-
-/// Removes the partial files of `guest snapshot`s that are gone (killed
-/// before they finished or cleaned up: a state file is hundreds of MiB).
-/// One whose writer still runs is left to it.
-fn remove_abandoned_partials(folder: &Path) {
-    let Ok(entries) = std::fs::read_dir(folder) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(partial_writer) else {
-            continue;
-        };
-        let alive = rustix::process::Pid::from_raw(pid).is_some_and(|p| {
-            !matches!(
-                rustix::process::test_kill_process(p),
-                Err(rustix::io::Errno::SRCH)
-            )
-        });
-        if !alive {
-            let _ = std::fs::remove_file(e.path());
-        }
-    }
-}
 
 /// Eight random bytes in hex.
 fn random_hex() -> Result<String> {
@@ -306,7 +85,7 @@ fn random_hex() -> Result<String> {
 }
 
 /// Boots a VM of `req`'s configuration on `b` to the point where it waits
-/// for its token, saves it in [`folder`] and ends it. The VM runs as a
+/// for its token, saves it in the store's [`folder`] and ends it. The VM runs as a
 /// session (`snapshot-…`, no token) for the time, so `guest gc` removes
 /// it after a kill of this command. Replaces the snapshot of the same
 /// identity and removes stale ones (of another image or QEMU).
@@ -387,8 +166,8 @@ pub fn make_until(
              started from a snapshot does not go through, so no start would use this snapshot",
         ));
     }
-    let ident = identity(b, req)?;
-    let folder = folder(&b.image);
+    let ident = b.snapshot_identity(req)?;
+    let folder = folder(&b.image.dir);
     {
         use std::os::unix::fs::DirBuilderExt as _;
         std::fs::DirBuilder::new()
@@ -777,7 +556,21 @@ impl Qmp {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::qemu::{Accel, VmLimits, default_cpu};
+    use crate::qemu::{Accel, VmImage, VmLimits, default_cpu};
+    use crate::snapshot_store::partial_writer;
+    use std::path::PathBuf;
+
+    /// The store's lookup for a start of `r` on `b`, as the backend does it.
+    fn find_in(folder: &Path, b: &QemuBackend, r: &StartRequest) -> Result<Option<Snapshot>> {
+        Ok(crate::snapshot_store::find_in(
+            folder,
+            &b.snapshot_identity(r)?,
+        ))
+    }
+
+    fn identity(b: &QemuBackend, r: &StartRequest) -> Result<Identity> {
+        b.snapshot_identity(r)
+    }
 
     fn backend(dir: &Path) -> QemuBackend {
         for f in ["vmlinuz", "initrd.img", "rootfs.ext4", "qemu"] {
