@@ -8,14 +8,14 @@
 //!    `previous_response_id`.
 //! 2. Ask the model (retries happen inside the model, never here).
 //! 3. Record the response and its usage (docs/contract.md rule 14).
-//! 4. Check the whole response before any of it runs ([`preflight`]):
+//! 4. Check the whole response before any of it runs (`preflight`):
 //!    every action of every computer call parses strictly (an unknown
 //!    action or field is refused, L2), within limits, inside the last
 //!    screenshot, with known key names; then have every pending safety
 //!    check of every call approved, or stop with zero daemon calls (rules
 //!    10, 12); the approval is bound to the screen the operator saw: a
 //!    fresh capture before anything runs, and a call whose targets'
-//!    surroundings changed is asked again (rule 12, [`approvals`]). A
+//!    surroundings changed is asked again (rule 12, `approvals`). A
 //!    refusal is a failed action (step 6).
 //! 5. Then each call in order: with `--confirm-actions` have each action
 //!    and the final screenshot confirmed (rule 11); write the ledger's
@@ -38,7 +38,7 @@
 //! methods, the types a step passes between them, and the context budget
 //! (`apply_budget` and its helpers, which would move first).
 //!
-//! How the run ends is one value, [`Stop`]: every part of a step returns
+//! How the run ends is one value, `Stop`: every part of a step returns
 //! `Result<T, Stop>`, and `?` carries an ending (or an error) from where it
 //! happens back to [`Runner::run`], which finishes the run with it.
 
@@ -588,7 +588,7 @@ impl<'a> Runner<'a> {
     }
 
     /// Serves the run's state to viewers and takes their takeover
-    /// ([`control`]); the operator asks its questions there itself.
+    /// (`control`); the operator asks its questions there itself.
     pub fn with_control(mut self, control: sandtop_control::served::Served) -> Runner<'a> {
         self.control = Some(control);
         self

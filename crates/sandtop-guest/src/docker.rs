@@ -16,7 +16,7 @@
 //!    `sessions/`, the session folder) is 0700 and owned by that user;
 //!    the guest sees that token, and the egress socket, as single-file
 //!    read-only binds in the engine's tmpfs
-//!    ([`GuestFolder`](crate::session::guest_folder::GuestFolder), docs/security.md
+//!    (`GuestFolder`, docs/security.md
 //!    F4; the egress proxy is started first so that its socket exists).
 //!    (In that last case the daemon's socket exists only in the guest, so
 //!    the channel takes the exec path.) Once the daemon answers, the copy

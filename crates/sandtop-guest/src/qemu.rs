@@ -105,7 +105,7 @@ impl VmImage {
 impl Accel {
     /// `hvf` on macOS; on Linux `kvm` when `/dev/kvm` opens read-write
     /// and the guest's own kernel, booted under KVM, prints its first line
-    /// ([`kvm_probe`]); else `tcg` and the reason. A host can expose
+    /// (`kvm_probe`); else `tcg` and the reason. A host can expose
     /// `/dev/kvm`, start a paused QEMU with it and even run the BIOS, and
     /// still never get the kernel past its switch to long mode (seen here:
     /// no VT-x exposed to this machine, the VM spun at 100% CPU with an

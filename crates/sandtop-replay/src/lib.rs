@@ -16,7 +16,7 @@
 //!    the recorded one of such a later input (a faster guest), and the
 //!    replay skips ahead; it may match one recorded after the next input
 //!    (the recording caught a screen still changing, which the replay has
-//!    passed), and the replay sends that input next ([`candidates`]).
+//!    passed), and the replay sends that input next (`candidates`).
 //! 4. The first divergence stops it: the step, the regions that differ,
 //!    both screenshots in the output folder; exit 7. Exit 0 only when every
 //!    compared step matched; 1 on an error.

@@ -3,7 +3,7 @@
 //!
 //! One reader task owns the socket's read half and routes every reply to
 //! the command waiting for it; the console and network events the session
-//! subscribes to go, filtered, into a bounded [`History`] for
+//! subscribes to go, filtered, into a bounded `History` for
 //! `read_diagnostics`; other events are ignored. When the socket ends,
 //! every waiting command fails with [`BidiError::Closed`] and later ones
 //! fail at once.

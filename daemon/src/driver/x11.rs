@@ -3,7 +3,7 @@
 //! DAMAGE, the pointer image from XFixes.
 //!
 //! Requests are buffered and flushed once per action; a round trip happens
-//! only where ordering must be observed: delivery (see [`delivery`]) and
+//! only where ordering must be observed: delivery (see `delivery`) and
 //! before settling and capturing.
 //!
 //! Layout: no inline tests: one `X11Driver` whose methods share its

@@ -13,7 +13,7 @@ use super::{Decision, StopCheck, ask};
 /// prompts and queued guidance never race for input.
 ///
 /// Whatever it shows that came from the model, the guest or a page goes
-/// through [`term::safe`] first (docs/contract.md rule 23b: site content cannot
+/// through `term::safe` first (docs/contract.md rule 23b: site content cannot
 /// clear the screen, paint a fake prompt or write the clipboard).
 pub struct Terminal {
     pub(super) lines: mpsc::Receiver<String>,

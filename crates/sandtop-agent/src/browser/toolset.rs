@@ -47,7 +47,7 @@ use super::grants::{self, GrantKind, Grants};
 use sandtop_egress::policy::Origin;
 
 /// The opt-in members of the seed (docs/contract.md rules 39-41, 48): named, never offered by
-/// default; those without a [`member_spec`] are not implemented by this
+/// default; those without a `member_spec` are not implemented by this
 /// driver yet and refused when asked for. `upload_file` and
 /// `download_file` also need a grant of their kind (`--grant`).
 pub const OPT_IN_MEMBERS: [&str; 10] = [

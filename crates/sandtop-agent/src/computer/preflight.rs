@@ -62,7 +62,7 @@ impl std::fmt::Display for Refusal {
 pub enum Checked {
     /// Actions for one batch.
     Actions(Vec<Action>),
-    /// A read ([`reads`]): the whole of its call.
+    /// A read (`reads`): the whole of its call.
     Read(Read),
 }
 
@@ -80,7 +80,7 @@ pub fn check_call(
 
 /// [`check_call`] in the vocabulary of a model that has Sandtop's own
 /// action types too when `own` ([`Action::own_fields`], and the reads of
-/// [`reads`]: one read is the whole of its call, and a zoom's region lies
+/// `reads`: one read is the whole of its call, and a zoom's region lies
 /// inside the last screenshot, which it needs).
 pub fn check_computer_call(
     call_id: &str,

@@ -200,7 +200,7 @@ fn seen(id: &str, session: &str, folder: Option<&Path>) -> Seen {
 impl DockerBackend {
     /// Removes orphaned session containers of this host and user (see
     /// [`not_ours`]; the others are reported and left alone) whose session
-    /// is proven gone ([`judge`]): the container stopped, or its visible
+    /// is proven gone (`judge`): the container stopped, or its visible
     /// folder's record names another container, or the folder has no
     /// record and the host-cli that created it died (pid and start time
     /// in `owner`, in this PID namespace). A running container whose

@@ -2,7 +2,7 @@
 //! (`host-cli exercise --provider anthropic`, docs/contract.md rule 70).
 //!
 //! Every request the loop makes is translated into the Messages body the
-//! real client would send ([`to_messages_request`]) and checked as the API
+//! real client would send (`to_messages_request`) and checked as the API
 //! would check its structure ([`check_request`]: alternating roles, every
 //! `tool_use` answered by a `tool_result` in the next user message, first,
 //! in order, base64 images); the script's answer (Responses items) is
