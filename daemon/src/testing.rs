@@ -118,11 +118,6 @@ impl FakeDesktop {
     pub fn token(&self) -> &str {
         self.api.token.get().map_or("", Token::expose)
     }
-
-    /// The log of the driver opened last.
-    pub fn driver(&self) -> FakeLog {
-        Arc::clone(lock(&self.drivers).last().expect("a driver was opened"))
-    }
 }
 
 /// A [`FakeDesktop`]'s API on a Unix socket, served until dropped.

@@ -142,7 +142,7 @@ impl Guests {
                 eprintln!(
                     "host-cli mcp: no live view questions for session {}: {}",
                     rec.name,
-                    sandtop_hostkit::chain::chain(&e)
+                    crate::said(e)
                 );
                 None
             }

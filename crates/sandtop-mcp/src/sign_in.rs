@@ -318,7 +318,7 @@ impl Server {
                 Err(e) => Some(Answer::Decline {
                     why: format!(
                         "the credentials file could not be read ({})",
-                        sandtop_hostkit::chain::chain(&e)
+                        crate::said(e)
                     ),
                 }),
             },

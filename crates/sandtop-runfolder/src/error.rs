@@ -4,8 +4,6 @@
 //! keeps its cause as its [`std::error::Error::source`]; a caller shows
 //! the whole chain (`anyhow`'s `{:#}`, `sandtop_hostkit::chain`).
 
-use std::path::{Path, PathBuf};
-
 use crate::files::FileError;
 
 /// A run folder could not be written or read.
@@ -37,10 +35,10 @@ pub enum Error {
     /// link, a FIFO, too large, not text), or could not read it.
     #[error(transparent)]
     File(#[from] FileError),
-    /// `dir` is not a run folder, or its trajectory is not one a run
-    /// wrote: `why` is a sentence that names it.
-    #[error("{why}")]
-    NotARun { dir: PathBuf, why: String },
+    /// A folder that is not a run folder, or a trajectory that is not one
+    /// a run wrote: a sentence that names it.
+    #[error("{0}")]
+    NotARun(String),
 }
 
 /// `with_context` for I/O results: the phrase is built only on failure.
@@ -54,15 +52,6 @@ impl<T> Doing<T> for std::io::Result<T> {
             doing: what().into(),
             source,
         })
-    }
-}
-
-impl Error {
-    pub(crate) fn not_a_run(dir: &Path, why: String) -> Error {
-        Error::NotARun {
-            dir: dir.to_path_buf(),
-            why,
-        }
     }
 }
 

@@ -101,19 +101,16 @@ fn entries_with_times(dir: &Path) -> Result<Vec<(Entry, Option<u64>)>> {
 pub fn read(dir: &Path) -> Result<Run> {
     let meta = std::fs::metadata(dir).doing(|| format!("no run folder at {}", dir.display()))?;
     if !meta.is_dir() {
-        return Err(Error::not_a_run(
-            dir,
-            format!("{} is not a folder (give a run folder)", dir.display()),
-        ));
+        return Err(Error::NotARun(format!(
+            "{} is not a folder (give a run folder)",
+            dir.display()
+        )));
     }
     if std::fs::symlink_metadata(dir.join("trajectory.jsonl")).is_err() {
-        return Err(Error::not_a_run(
-            dir,
-            format!(
-                "{} is not a run folder: it has no trajectory.jsonl",
-                dir.display()
-            ),
-        ));
+        return Err(Error::NotARun(format!(
+            "{} is not a run folder: it has no trajectory.jsonl",
+            dir.display()
+        )));
     }
     let entries = entries_with_times(dir)?;
     let mut run = Run {
@@ -198,13 +195,10 @@ pub fn read(dir: &Path) -> Result<Run> {
         }
     }
     if run.started.is_none() {
-        return Err(Error::not_a_run(
-            dir,
-            format!(
-                "{} is not a run folder: its trajectory has no run_started entry",
-                dir.display()
-            ),
-        ));
+        return Err(Error::NotARun(format!(
+            "{} is not a run folder: its trajectory has no run_started entry",
+            dir.display()
+        )));
     }
     run.final_screen = last_obs.filter(|(_, used)| !used).map(|(o, _)| o);
     run.steps = steps.into_values().collect();

@@ -620,10 +620,10 @@ pub fn resume_point(dir: &Path) -> Result<ResumePoint> {
         }
     }
     let Some(started) = started else {
-        return Err(Error::not_a_run(
-            dir,
-            format!("{} has no run_started entry", path.display()),
-        ));
+        return Err(Error::NotARun(format!(
+            "{} has no run_started entry",
+            path.display()
+        )));
     };
     if !unanswered.is_empty() {
         // Sent after the outputs it carries: sent again, once.
@@ -683,12 +683,9 @@ pub fn internalize(v: &Value, dir: &Path) -> Result<Value> {
             use base64::Engine as _;
             let name = &s[FILE_MARK.len()..];
             if name.contains('/') || name.starts_with('.') {
-                return Err(Error::not_a_run(
-                    dir,
-                    format!(
-                        "a trajectory refers to `{name}`, which is not a file of the run folder"
-                    ),
-                ));
+                return Err(Error::NotARun(format!(
+                    "a trajectory refers to `{name}`, which is not a file of the run folder"
+                )));
             }
             let bytes = std::fs::read(dir.join(name))
                 .doing(|| format!("reading {name} from the run folder"))?;
